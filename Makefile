@@ -1,0 +1,63 @@
+# The two commands the README promises, and the steps behind them.
+#   make demo   set everything up, then load a small dataset in each format beside the baseline
+#   make test   set everything up if needed, then Rust tests, pytest and the lints
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+PYTHON ?= python3
+VENV := .venv
+VENV_ABS := $(abspath $(VENV))
+PY := $(VENV_ABS)/bin/python
+STAMP := $(VENV)/.installed
+# maturin and the tools it calls come from the virtual environment.
+export VIRTUAL_ENV := $(VENV_ABS)
+export PATH := $(VENV_ABS)/bin:$(PATH)
+
+.PHONY: all demo test rust-test py-test lint bench develop lock clean
+
+all: test
+
+$(STAMP): requirements/dev.in requirements/lock.txt
+	@command -v cargo >/dev/null || { echo "cargo (Rust) is required: https://rustup.rs" >&2; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements/dev.in -c requirements/lock.txt
+	touch $@
+
+# Builds the extension in release mode into the virtual environment (editable: python/ is used
+# in place, the compiled module is copied next to it).
+develop: $(STAMP)
+	maturin develop --release --quiet
+
+demo: develop
+	$(PY) examples/demo.py
+
+test: develop
+	$(MAKE) --no-print-directory rust-test py-test lint
+
+rust-test:
+	cargo test --quiet
+
+py-test: develop
+	$(PY) -m pytest -q tests
+
+lint: develop
+	cargo fmt --check
+	cargo clippy --quiet --all-targets -- -D warnings
+	cargo clippy --quiet --all-targets --features python -- -D warnings
+	ruff check .
+	ruff format --check .
+	$(PY) -m mypy.stubtest packread._packread --ignore-missing-stub
+
+# Python-level benchmarks against h5py / numpy / zipfile (`cargo bench` for the Rust core).
+bench: develop
+	$(PY) -m pytest benches -q --benchmark-only --benchmark-json=.bench/latest.json -p no:cacheprovider
+	$(PY) benches/report.py .bench/latest.json
+
+# Re-pins the whole dependency tree after changing requirements/dev.in.
+lock:
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/pip install --quiet -r requirements/dev.in
+	.lock-venv/bin/pip freeze > requirements/lock.txt && rm -rf .lock-venv
+
+clean:
+	rm -rf $(VENV) target .bench python/packread/*.so

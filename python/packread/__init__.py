@@ -1,0 +1,38 @@
+"""packread: fast, parallel, GIL-free loading of NPY, NPZ, ZIP and HDF5 training data."""
+
+from __future__ import annotations
+
+from . import errors
+from ._npy import NpyReader, load_npy
+from ._packread import __version__, get_num_threads, set_num_threads
+from .errors import (
+    BadZipError,
+    HDF5Error,
+    InconsistentError,
+    IndexOutOfRangeError,
+    InvalidArgumentError,
+    LimitExceededError,
+    MissingKeyError,
+    NpyFormatError,
+    PackreadError,
+    UnsupportedError,
+)
+
+__all__ = [
+    "BadZipError",
+    "HDF5Error",
+    "InconsistentError",
+    "IndexOutOfRangeError",
+    "InvalidArgumentError",
+    "LimitExceededError",
+    "MissingKeyError",
+    "NpyFormatError",
+    "NpyReader",
+    "PackreadError",
+    "UnsupportedError",
+    "__version__",
+    "errors",
+    "get_num_threads",
+    "load_npy",
+    "set_num_threads",
+]

@@ -1,0 +1,89 @@
+"""NPY: whole files or buffers (:func:`load_npy`) and folders of samples (:class:`NpyReader`)."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Union
+
+import numpy as np
+
+from . import _packread
+from ._common import Indices, Paths, as_indices, expand_paths, new_output
+
+#: numpy's default limit on NPY header size (``max_header_size``).
+DEFAULT_MAX_HEADER_SIZE = 10_000
+
+BytesLike = Union[bytes, bytearray, memoryview, np.ndarray]
+
+
+def load_npy(
+    src: str | os.PathLike[str] | BytesLike, *, max_header_size: int = DEFAULT_MAX_HEADER_SIZE
+) -> np.ndarray:
+    """Load one ``.npy`` array, equal to ``numpy.load(src)``.
+
+    ``src`` is a path or a bytes-like object. From bytes, the result is a zero-copy, read-only
+    view of ``src`` when the data is aligned for its dtype, else a copy. Object arrays are
+    refused (they would need unpickling).
+    """
+    if isinstance(src, (str, os.PathLike)):
+        return _packread.load_npy_file(os.fspath(src), max_header_size)
+    dtype, fortran, shape, offset, aligned = _packread.parse_npy_buffer(src, max_header_size)
+    count = math.prod(shape)
+    if count == 0 or dtype.itemsize == 0:
+        return np.zeros(shape, dtype=dtype, order="F" if fortran else "C")
+    flat = np.frombuffer(src, dtype=dtype, count=count, offset=offset)
+    if not aligned:
+        flat = flat.copy()
+    flat.flags.writeable = False
+    if fortran:
+        return flat.reshape(shape[::-1]).T
+    return flat.reshape(shape)
+
+
+class NpyReader:
+    """Many ``.npy`` files of the same shape and dtype, one sample each, read as batches.
+
+    ``paths`` is a list of files, a directory (its ``*.npy`` files, sorted) or a glob pattern
+    (sorted). Headers are read and checked once, here.
+    """
+
+    def __init__(self, paths: Paths, max_header_size: int = DEFAULT_MAX_HEADER_SIZE) -> None:
+        self._max_header_size = max_header_size
+        self._inner = _packread.NpyReader(expand_paths(paths, ".npy"), max_header_size)
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of one sample."""
+        return self._inner.shape
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        return self._inner.dtype
+
+    @property
+    def paths(self) -> list[str]:
+        return [os.fspath(p) for p in self._inner.paths]
+
+    def batch(self, idx: Indices, out: np.ndarray | None = None) -> np.ndarray:
+        """Samples ``idx`` stacked into one ``(len(idx),) + shape`` array, read in parallel
+        with the GIL released; into ``out`` when given (same shape and dtype, C-contiguous,
+        writeable)."""
+        rows = as_indices(idx, len(self))
+        if out is None:
+            out = new_output(len(rows), self.shape, self.dtype)
+        self._inner.batch_into(rows, out)
+        return out
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.batch([i])[0]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled by path, so spawn/forkserver workers re-open the files themselves.
+        return (type(self), (self.paths, self._max_header_size))
+
+    def __repr__(self) -> str:
+        return f"NpyReader({len(self)} files, shape={self.shape}, dtype={self.dtype})"

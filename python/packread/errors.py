@@ -1,0 +1,72 @@
+"""Exceptions raised by packread.
+
+Every class subclasses :class:`PackreadError` and the builtin exception a caller of h5py,
+numpy or zipfile would already catch (``ValueError``, ``OSError``, ``zipfile.BadZipFile``...).
+"""
+
+from __future__ import annotations
+
+import zipfile
+
+__all__ = [
+    "BadZipError",
+    "HDF5Error",
+    "InconsistentError",
+    "IndexOutOfRangeError",
+    "InvalidArgumentError",
+    "LimitExceededError",
+    "MissingKeyError",
+    "NpyFormatError",
+    "PackreadError",
+    "PackreadFileNotFoundError",
+    "PackreadOSError",
+    "UnsupportedError",
+]
+
+
+class PackreadError(Exception):
+    """Base class of every exception packread raises."""
+
+
+class PackreadOSError(PackreadError, OSError):
+    """A file could not be opened or read, or changed since the reader opened it."""
+
+
+class PackreadFileNotFoundError(PackreadOSError, FileNotFoundError):
+    """A file does not exist."""
+
+
+class NpyFormatError(PackreadError, ValueError):
+    """A malformed NPY header or data section."""
+
+
+class BadZipError(PackreadError, zipfile.BadZipFile):
+    """A malformed ZIP archive, a CRC mismatch or a corrupt deflate stream."""
+
+
+class HDF5Error(PackreadError, OSError):
+    """Malformed HDF5 metadata or chunk data, or a truncated file."""
+
+
+class LimitExceededError(PackreadError, ValueError):
+    """A header asks for more than the configured limits allow."""
+
+
+class InconsistentError(PackreadError, ValueError):
+    """Samples that must agree (shape, dtype, keys) do not."""
+
+
+class InvalidArgumentError(PackreadError, ValueError):
+    """An invalid argument, such as an ``out=`` array of the wrong shape or dtype."""
+
+
+class MissingKeyError(PackreadError, KeyError):
+    """A missing member, key or dataset."""
+
+
+class IndexOutOfRangeError(PackreadError, IndexError):
+    """An index outside the range of samples."""
+
+
+class UnsupportedError(PackreadError, NotImplementedError):
+    """Valid input that packread cannot read (encryption, unknown compression or filter)."""

@@ -1,0 +1,110 @@
+//! The one error type of the core. The binding layer maps each [`ErrorKind`] to a Python
+//! exception class; the message always names the file (and member or dataset) concerned.
+
+use std::fmt;
+use std::io;
+
+/// What went wrong, as far as the caller should care: each kind becomes one Python exception.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The operating system refused an open/read (missing file, permissions, ...).
+    Io,
+    /// A file changed size or kind since the reader opened it.
+    Changed,
+    /// Malformed NPY header or data.
+    NpyFormat,
+    /// Malformed ZIP structure, CRC mismatch, corrupt deflate stream.
+    BadZip,
+    /// Malformed HDF5 metadata or chunk.
+    Hdf5,
+    /// A header asks for more than the configured limits allow.
+    LimitExceeded,
+    /// Samples that should agree (shape, dtype, keys) do not.
+    Inconsistent,
+    /// A caller-supplied argument is invalid (wrong `out=`, bad index type, ...).
+    InvalidArgument,
+    /// A missing member, key or dataset.
+    Key,
+    /// An index outside the sample range.
+    Index,
+    /// Valid input that packread does not read (object dtype, encryption, unknown filter).
+    Unsupported,
+}
+
+/// An error with the place it happened (`location`: a path, optionally `path:member`).
+#[derive(Debug)]
+pub struct Error {
+    kind: ErrorKind,
+    location: String,
+    message: String,
+    io: Option<io::Error>,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn new(kind: ErrorKind, location: impl Into<String>, message: impl Into<String>) -> Self {
+        Error {
+            kind,
+            location: location.into(),
+            message: message.into(),
+            io: None,
+        }
+    }
+
+    /// An OS-level failure on `location`, keeping the `io::Error` (and so its errno).
+    pub fn io(location: impl Into<String>, err: io::Error) -> Self {
+        Error {
+            kind: ErrorKind::Io,
+            location: location.into(),
+            message: err.to_string(),
+            io: Some(err),
+        }
+    }
+
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The errno of an OS-level failure, if there was one.
+    pub fn raw_os_error(&self) -> Option<i32> {
+        self.io.as_ref().and_then(io::Error::raw_os_error)
+    }
+
+    /// Whether an OS-level failure was "file not found".
+    pub fn is_not_found(&self) -> bool {
+        self.io
+            .as_ref()
+            .is_some_and(|e| e.kind() == io::ErrorKind::NotFound)
+    }
+
+    /// Replaces the location, e.g. to add the member or dataset a format knows about.
+    pub fn at(mut self, location: impl Into<String>) -> Self {
+        self.location = location.into();
+        self
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.location.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.location, self.message)
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.io.as_ref().map(|e| e as _)
+    }
+}

@@ -1,0 +1,20 @@
+//! packread: parallel reads of NPY files, ZIP/NPZ members and HDF5 chunks straight into
+//! preallocated buffers. Every format is an indexer that says where a sample's bytes are and
+//! how they are encoded (an [`exec::Extent`]); one executor reads and decodes them all.
+//!
+//! The core has no Python in it; `src/py` (feature `python`) is the binding layer.
+
+pub mod codec;
+pub mod dtype;
+pub mod error;
+pub mod exec;
+pub mod literal;
+pub mod npy;
+pub mod plan;
+pub mod pool;
+pub mod source;
+
+#[cfg(feature = "python")]
+mod py;
+
+pub use error::{Error, ErrorKind, Result};

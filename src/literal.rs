@@ -1,0 +1,386 @@
+//! A parser for the small subset of Python literals an NPY header may contain: dicts, lists,
+//! tuples, strings, integers, `True`/`False`/`None`. Nothing is ever evaluated; anything else
+//! (calls, names, operators) is a syntax error. Written by hand because no crate parses Python
+//! literal syntax, and numpy's own reader (`ast.literal_eval`) accepts exactly this subset.
+
+use std::fmt;
+
+/// Deepest nesting accepted; keeps a hostile header from exhausting the stack.
+const MAX_DEPTH: usize = 32;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Literal {
+    Str(String),
+    Int(i128),
+    Bool(bool),
+    None,
+    Tuple(Vec<Literal>),
+    List(Vec<Literal>),
+    Dict(Vec<(Literal, Literal)>),
+}
+
+impl Literal {
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Literal::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Literal::Str(_) => "str",
+            Literal::Int(_) => "int",
+            Literal::Bool(_) => "bool",
+            Literal::None => "None",
+            Literal::Tuple(_) => "tuple",
+            Literal::List(_) => "list",
+            Literal::Dict(_) => "dict",
+        }
+    }
+}
+
+/// Python-repr-like rendering, used for messages and as a stable cache key.
+impl fmt::Display for Literal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fn seq(f: &mut fmt::Formatter<'_>, items: &[Literal]) -> fmt::Result {
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                write!(f, "{item}")?;
+            }
+            Ok(())
+        }
+        match self {
+            Literal::Str(s) => write!(f, "{s:?}"),
+            Literal::Int(i) => write!(f, "{i}"),
+            Literal::Bool(true) => f.write_str("True"),
+            Literal::Bool(false) => f.write_str("False"),
+            Literal::None => f.write_str("None"),
+            Literal::Tuple(items) => {
+                f.write_str("(")?;
+                seq(f, items)?;
+                if items.len() == 1 {
+                    f.write_str(",")?;
+                }
+                f.write_str(")")
+            }
+            Literal::List(items) => {
+                f.write_str("[")?;
+                seq(f, items)?;
+                f.write_str("]")
+            }
+            Literal::Dict(items) => {
+                f.write_str("{")?;
+                for (i, (k, v)) in items.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{k}: {v}")?;
+                }
+                f.write_str("}")
+            }
+        }
+    }
+}
+
+/// Parses `text` as exactly one literal, surrounded by optional whitespace.
+pub fn parse(text: &str) -> Result<Literal, String> {
+    let mut p = Parser {
+        s: text.as_bytes(),
+        text,
+        pos: 0,
+    };
+    let value = p.value(0)?;
+    p.skip_ws();
+    if p.pos != p.s.len() {
+        return Err(p.err("unexpected text after the literal"));
+    }
+    Ok(value)
+}
+
+struct Parser<'a> {
+    s: &'a [u8],
+    text: &'a str,
+    pos: usize,
+}
+
+impl Parser<'_> {
+    fn err(&self, what: &str) -> String {
+        format!("{what} at offset {}", self.pos)
+    }
+
+    fn skip_ws(&mut self) {
+        while self.pos < self.s.len() && matches!(self.s[self.pos], b' ' | b'\t' | b'\n' | b'\r') {
+            self.pos += 1;
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.s.get(self.pos).copied()
+    }
+
+    fn value(&mut self, depth: usize) -> Result<Literal, String> {
+        if depth > MAX_DEPTH {
+            return Err(self.err("literal nested too deeply"));
+        }
+        self.skip_ws();
+        match self.peek() {
+            None => Err(self.err("unexpected end of header")),
+            Some(b'{') => self.dict(depth),
+            Some(b'[') => Ok(Literal::List(self.items(b'[', b']', depth)?.0)),
+            Some(b'(') => {
+                let (items, trailing_comma) = self.items(b'(', b')', depth)?;
+                if items.len() == 1 && !trailing_comma {
+                    // `(x)` is just a parenthesised `x`, as in Python.
+                    Ok(items.into_iter().next().expect("one item"))
+                } else {
+                    Ok(Literal::Tuple(items))
+                }
+            }
+            Some(b'\'' | b'"') => self.string().map(Literal::Str),
+            Some(b'u' | b'U') if matches!(self.s.get(self.pos + 1), Some(b'\'' | b'"')) => {
+                self.pos += 1;
+                self.string().map(Literal::Str)
+            }
+            Some(b'-' | b'+' | b'0'..=b'9') => self.int(),
+            Some(c) if c.is_ascii_alphabetic() || c == b'_' => {
+                let start = self.pos;
+                while self
+                    .peek()
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_')
+                {
+                    self.pos += 1;
+                }
+                match &self.text[start..self.pos] {
+                    "True" => Ok(Literal::Bool(true)),
+                    "False" => Ok(Literal::Bool(false)),
+                    "None" => Ok(Literal::None),
+                    name => Err(format!(
+                        "name {name:?} is not a literal (only literals are accepted) at offset {start}"
+                    )),
+                }
+            }
+            Some(_) => Err(self.err("expected a literal")),
+        }
+    }
+
+    /// Comma-separated values between `open` and `close`; also says whether a comma trailed.
+    fn items(&mut self, open: u8, close: u8, depth: usize) -> Result<(Vec<Literal>, bool), String> {
+        debug_assert_eq!(self.peek(), Some(open));
+        self.pos += 1;
+        let mut items = Vec::new();
+        let mut trailing_comma = false;
+        loop {
+            self.skip_ws();
+            if self.peek() == Some(close) {
+                self.pos += 1;
+                return Ok((items, trailing_comma));
+            }
+            items.push(self.value(depth + 1)?);
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => {
+                    self.pos += 1;
+                    trailing_comma = true;
+                }
+                Some(c) if c == close => {
+                    trailing_comma = false;
+                }
+                _ => return Err(self.err("expected ',' or a closing bracket")),
+            }
+        }
+    }
+
+    fn dict(&mut self, depth: usize) -> Result<Literal, String> {
+        self.pos += 1;
+        let mut items = Vec::new();
+        loop {
+            self.skip_ws();
+            if self.peek() == Some(b'}') {
+                self.pos += 1;
+                return Ok(Literal::Dict(items));
+            }
+            let key = self.value(depth + 1)?;
+            self.skip_ws();
+            if self.peek() != Some(b':') {
+                return Err(self.err("expected ':' in dict"));
+            }
+            self.pos += 1;
+            let value = self.value(depth + 1)?;
+            items.push((key, value));
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b'}') => {}
+                _ => return Err(self.err("expected ',' or '}' in dict")),
+            }
+        }
+    }
+
+    fn int(&mut self) -> Result<Literal, String> {
+        let start = self.pos;
+        let negative = match self.peek() {
+            Some(b'-') => {
+                self.pos += 1;
+                true
+            }
+            Some(b'+') => {
+                self.pos += 1;
+                false
+            }
+            _ => false,
+        };
+        self.skip_ws();
+        let digits_start = self.pos;
+        let mut value: i128 = 0;
+        while let Some(c @ b'0'..=b'9') = self.peek() {
+            value = value
+                .checked_mul(10)
+                .and_then(|v| v.checked_add(i128::from(c - b'0')))
+                .ok_or_else(|| self.err("integer too large"))?;
+            self.pos += 1;
+        }
+        if self.pos == digits_start {
+            self.pos = start;
+            return Err(self.err("expected a literal"));
+        }
+        // Python 2 wrote longs as `3L`; numpy still reads such version 1.0 headers.
+        if matches!(self.peek(), Some(b'L' | b'l')) {
+            self.pos += 1;
+        }
+        if self
+            .peek()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'_')
+        {
+            return Err(self.err("only integer literals are accepted"));
+        }
+        Ok(Literal::Int(if negative { -value } else { value }))
+    }
+
+    fn string(&mut self) -> Result<String, String> {
+        let quote = self.s[self.pos];
+        self.pos += 1;
+        let mut out = String::new();
+        loop {
+            let Some(c) = self.peek() else {
+                return Err(self.err("unterminated string"));
+            };
+            if c == quote {
+                self.pos += 1;
+                return Ok(out);
+            }
+            if c == b'\n' {
+                return Err(self.err("newline in string"));
+            }
+            if c != b'\\' {
+                // Copy a run of plain characters at once (keeps multi-byte UTF-8 intact).
+                let start = self.pos;
+                while self
+                    .peek()
+                    .is_some_and(|c| c != quote && c != b'\\' && c != b'\n')
+                {
+                    self.pos += 1;
+                }
+                out.push_str(&self.text[start..self.pos]);
+                continue;
+            }
+            self.pos += 1;
+            let Some(e) = self.peek() else {
+                return Err(self.err("unterminated escape"));
+            };
+            self.pos += 1;
+            match e {
+                b'\\' => out.push('\\'),
+                b'\'' => out.push('\''),
+                b'"' => out.push('"'),
+                b'n' => out.push('\n'),
+                b't' => out.push('\t'),
+                b'r' => out.push('\r'),
+                b'0' => out.push('\0'),
+                b'a' => out.push('\x07'),
+                b'b' => out.push('\x08'),
+                b'f' => out.push('\x0c'),
+                b'v' => out.push('\x0b'),
+                b'x' => out.push(self.hex_escape(2)?),
+                b'u' => out.push(self.hex_escape(4)?),
+                b'U' => out.push(self.hex_escape(8)?),
+                _ => return Err(self.err("unsupported escape in string")),
+            }
+        }
+    }
+
+    fn hex_escape(&mut self, digits: usize) -> Result<char, String> {
+        let hex = self
+            .text
+            .get(self.pos..self.pos + digits)
+            .ok_or_else(|| self.err("truncated escape"))?;
+        let code = u32::from_str_radix(hex, 16).map_err(|_| self.err("bad hex escape"))?;
+        self.pos += digits;
+        char::from_u32(code).ok_or_else(|| self.err("escape is not a character"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_numpy_header() {
+        let h = "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }          \n";
+        let lit = parse(h).unwrap();
+        let Literal::Dict(items) = lit else { panic!() };
+        assert_eq!(items[0].1, Literal::Str("<f4".into()));
+        assert_eq!(items[1].1, Literal::Bool(false));
+        assert_eq!(
+            items[2].1,
+            Literal::Tuple(vec![Literal::Int(3), Literal::Int(4)])
+        );
+    }
+
+    #[test]
+    fn tuples_and_parentheses() {
+        assert_eq!(parse("()").unwrap(), Literal::Tuple(vec![]));
+        assert_eq!(
+            parse("(5,)").unwrap(),
+            Literal::Tuple(vec![Literal::Int(5)])
+        );
+        assert_eq!(parse("(5)").unwrap(), Literal::Int(5));
+        assert_eq!(parse("(3L, 4L)").unwrap().to_string(), "(3, 4)");
+    }
+
+    #[test]
+    fn strings_and_escapes() {
+        assert_eq!(parse(r"'a\'b'").unwrap(), Literal::Str("a'b".into()));
+        assert_eq!(parse(r#""\u00e9\x41""#).unwrap(), Literal::Str("éA".into()));
+        assert_eq!(parse("'héllo'").unwrap(), Literal::Str("héllo".into()));
+    }
+
+    #[test]
+    fn rejects_code() {
+        for bad in [
+            "__import__('os')",
+            "{'a': f(1)}",
+            "1 + 2",
+            "{'a': 1.5}",
+            "[1, 2",
+            "'abc",
+            "x",
+        ] {
+            assert!(parse(bad).is_err(), "{bad} should be rejected");
+        }
+    }
+
+    #[test]
+    fn rejects_deep_nesting() {
+        let deep = "(".repeat(1000) + &")".repeat(1000);
+        assert!(parse(&deep).unwrap_err().contains("nested"));
+    }
+
+    #[test]
+    fn integer_overflow_is_an_error() {
+        assert!(parse("123456789012345678901234567890123456789012345").is_err());
+        assert_eq!(parse("-7").unwrap(), Literal::Int(-7));
+    }
+}

@@ -1,0 +1,42 @@
+//! From the indices a caller asks for to the rows a format reads.
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// Resolves Python-style indices (negative counts from the end) against `len` samples, keeping
+/// order and duplicates.
+pub fn resolve_indices(idx: &[i64], len: usize) -> Result<Vec<usize>> {
+    let n = i64::try_from(len).unwrap_or(i64::MAX);
+    idx.iter()
+        .map(|&i| {
+            let j = if i < 0 { i.checked_add(n) } else { Some(i) };
+            match j {
+                Some(j) if (0..n).contains(&j) => Ok(j as usize),
+                _ => Err(Error::new(
+                    ErrorKind::Index,
+                    "",
+                    format!("index {i} is out of range for {len} samples"),
+                )),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn negatives_duplicates_and_bounds() {
+        assert_eq!(
+            resolve_indices(&[0, -1, 2, 2], 3).unwrap(),
+            vec![0, 2, 2, 2]
+        );
+        assert_eq!(resolve_indices(&[-3], 3).unwrap(), vec![0]);
+        for bad in [3, -4, i64::MIN, i64::MAX] {
+            let e = resolve_indices(&[bad], 3).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Index);
+            assert!(e.message().contains(&bad.to_string()));
+        }
+        assert!(resolve_indices(&[], 0).unwrap().is_empty());
+    }
+}

@@ -1,0 +1,91 @@
+//! The bounded thread pool every read runs on.
+//!
+//! rayon's global pool does not survive `fork` (its threads stay behind in the parent), so
+//! packread keeps its own pool and rebuilds it when the process id changes. The pool handle
+//! lives in an `ArcSwap`, which is lock-free: a child forked while another parent thread was
+//! inside a read cannot find a lock held by a thread that no longer exists.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
+use rayon::{ThreadPool, ThreadPoolBuilder};
+
+/// Upper bound on the pool size, whatever is asked for.
+pub const MAX_THREADS: usize = 256;
+
+struct Pool {
+    pid: u32,
+    threads: usize,
+    pool: ThreadPool,
+}
+
+static POOL: ArcSwapOption<Pool> = ArcSwapOption::const_empty();
+/// Threads asked for with [`set_num_threads`]; 0 means "not set".
+static REQUESTED: AtomicUsize = AtomicUsize::new(0);
+
+/// Sets the pool size for later reads (0 returns to the default).
+pub fn set_num_threads(n: usize) {
+    REQUESTED.store(n.min(MAX_THREADS), Ordering::Relaxed);
+}
+
+/// The pool size reads will use: [`set_num_threads`], else `PACKREAD_NUM_THREADS`, else the
+/// CPUs this process may run on.
+pub fn num_threads() -> usize {
+    let requested = REQUESTED.load(Ordering::Relaxed);
+    if requested > 0 {
+        return requested;
+    }
+    if let Some(n) = std::env::var("PACKREAD_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+    {
+        return n.min(MAX_THREADS);
+    }
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_THREADS))
+}
+
+fn current() -> Arc<Pool> {
+    let pid = std::process::id();
+    let threads = num_threads();
+    if let Some(p) = POOL.load_full() {
+        if p.pid == pid && p.threads == threads {
+            return p;
+        }
+    }
+    let pool = ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("packread-{i}"))
+        .build()
+        .expect("failed to start the packread thread pool");
+    let fresh = Arc::new(Pool { pid, threads, pool });
+    if let Some(old) = POOL.swap(Some(fresh.clone())) {
+        if old.pid != pid {
+            // Inherited from the parent: its threads do not exist here, and dropping it would
+            // wait on them. Leak it instead.
+            std::mem::forget(old);
+        }
+    }
+    fresh
+}
+
+/// Runs `f` inside this process's pool.
+pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    current().pool.install(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_follows_the_requested_size() {
+        set_num_threads(3);
+        assert_eq!(install(rayon::current_num_threads), 3);
+        set_num_threads(1);
+        assert_eq!(install(rayon::current_num_threads), 1);
+        set_num_threads(0);
+        assert!(num_threads() >= 1);
+    }
+}

@@ -1,0 +1,187 @@
+//! numpy plumbing: dtypes from core descriptions, and validated output buffers.
+
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
+
+use numpy::npyffi::NPY_ARRAY_WRITEABLE;
+use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyList, PyTuple};
+
+use super::errors::invalid_argument;
+use crate::dtype::DType;
+use crate::literal::Literal;
+
+/// Most distinct dtypes remembered; a flood of distinct descrs only costs a rebuild.
+const DTYPE_CACHE_MAX: usize = 256;
+
+static DTYPES: LazyLock<Mutex<HashMap<String, Py<PyArrayDescr>>>> = LazyLock::new(Mutex::default);
+static DESCR_TO_DTYPE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+fn literal_to_py<'py>(py: Python<'py>, lit: &Literal) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match lit {
+        Literal::Str(s) => s.into_pyobject(py)?.into_any(),
+        Literal::Int(i) => i.into_pyobject(py)?.into_any(),
+        Literal::Bool(b) => b.into_pyobject(py)?.to_owned().into_any(),
+        Literal::None => py.None().into_bound(py),
+        Literal::Tuple(items) => PyTuple::new(
+            py,
+            items
+                .iter()
+                .map(|x| literal_to_py(py, x))
+                .collect::<PyResult<Vec<_>>>()?,
+        )?
+        .into_any(),
+        Literal::List(items) => PyList::new(
+            py,
+            items
+                .iter()
+                .map(|x| literal_to_py(py, x))
+                .collect::<PyResult<Vec<_>>>()?,
+        )?
+        .into_any(),
+        Literal::Dict(items) => {
+            let d = PyDict::new(py);
+            for (k, v) in items {
+                d.set_item(literal_to_py(py, k)?, literal_to_py(py, v)?)?;
+            }
+            d.into_any()
+        }
+    })
+}
+
+/// The `numpy.dtype` for a core dtype, exactly as `numpy.load` builds it
+/// (`numpy.lib.format.descr_to_dtype`, which also drops structured padding fields).
+pub fn numpy_dtype<'py>(py: Python<'py>, dtype: &DType) -> PyResult<Bound<'py, PyArrayDescr>> {
+    let key = dtype.descr().to_string();
+    if let Some(d) = DTYPES.lock().expect("dtype cache").get(&key) {
+        return Ok(d.bind(py).clone());
+    }
+    let convert = DESCR_TO_DTYPE.get_or_try_init(py, || -> PyResult<_> {
+        Ok(py
+            .import("numpy.lib.format")?
+            .getattr("descr_to_dtype")?
+            .unbind())
+    })?;
+    let descr = literal_to_py(py, dtype.descr())?;
+    let np_dtype = convert
+        .bind(py)
+        .call1((descr,))?
+        .cast_into::<PyArrayDescr>()?;
+    if np_dtype.itemsize() != dtype.itemsize() {
+        return Err(invalid_argument(
+            py,
+            format!(
+                "dtype {key} has itemsize {} in numpy but {} by its description",
+                np_dtype.itemsize(),
+                dtype.itemsize()
+            ),
+        ));
+    }
+    let mut cache = DTYPES.lock().expect("dtype cache");
+    if cache.len() >= DTYPE_CACHE_MAX {
+        cache.clear();
+    }
+    cache.insert(key, np_dtype.clone().unbind());
+    Ok(np_dtype)
+}
+
+/// A writable byte range of an array, handed to code running without the GIL. The array is
+/// kept alive by the caller's reference for as long as the range is used.
+#[derive(Clone, Copy)]
+pub struct RawOut {
+    ptr: *mut u8,
+    len: usize,
+}
+
+unsafe impl Send for RawOut {}
+
+impl RawOut {
+    /// # Safety
+    /// The array this came from must be alive and not resized while the slice is used.
+    pub unsafe fn as_mut_slice<'a>(self) -> &'a mut [u8] {
+        if self.len == 0 {
+            return &mut [];
+        }
+        std::slice::from_raw_parts_mut(self.ptr, self.len)
+    }
+}
+
+/// Checks that `out` is a numpy array of exactly `shape` and `dtype`, C-contiguous and
+/// writeable, and returns its bytes. Anything else is a `ValueError`, raised before any I/O.
+pub fn output<'py>(
+    out: &Bound<'py, PyAny>,
+    shape: &[usize],
+    dtype: &Bound<'py, PyArrayDescr>,
+) -> PyResult<RawOut> {
+    let py = out.py();
+    let arr = out.cast::<PyUntypedArray>().map_err(|_| {
+        invalid_argument(
+            py,
+            format!(
+                "out= must be a numpy.ndarray, not {}",
+                out.get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default()
+            ),
+        )
+    })?;
+    if arr.shape() != shape {
+        return Err(invalid_argument(
+            py,
+            format!("out= has shape {:?}, expected {:?}", arr.shape(), shape),
+        ));
+    }
+    let got = arr.dtype();
+    if !got.is_equiv_to(dtype) {
+        return Err(invalid_argument(
+            py,
+            format!("out= has dtype {}, expected {}", got, dtype),
+        ));
+    }
+    if !arr.is_c_contiguous() {
+        return Err(invalid_argument(py, "out= must be C-contiguous"));
+    }
+    let raw = arr.as_array_ptr();
+    // SAFETY: `raw` points at the live array object `arr` borrows.
+    let (flags, data) = unsafe { ((*raw).fields.flags, (*raw).fields.data) };
+    if flags & NPY_ARRAY_WRITEABLE == 0 {
+        return Err(invalid_argument(py, "out= is read-only"));
+    }
+    let len = shape.iter().product::<usize>() * got.itemsize();
+    Ok(RawOut {
+        ptr: data.cast::<u8>(),
+        len,
+    })
+}
+
+/// `numpy.empty(shape, dtype, order)`.
+pub fn empty<'py>(
+    py: Python<'py>,
+    shape: &[usize],
+    dtype: &Bound<'py, PyArrayDescr>,
+    fortran: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    static EMPTY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let f = EMPTY.get_or_try_init(py, || -> PyResult<_> {
+        Ok(py.import("numpy")?.getattr("empty")?.unbind())
+    })?;
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("dtype", dtype)?;
+    kwargs.set_item("order", if fortran { "F" } else { "C" })?;
+    f.bind(py).call((PyTuple::new(py, shape)?,), Some(&kwargs))
+}
+
+/// The writable bytes of an array this module just allocated (contiguous in C or F order).
+pub fn fresh_bytes(arr: &Bound<'_, PyAny>) -> PyResult<RawOut> {
+    let arr = arr.cast::<PyUntypedArray>()?;
+    let len = arr.shape().iter().product::<usize>() * arr.dtype().itemsize();
+    // SAFETY: a freshly allocated, contiguous, writeable array.
+    let data = unsafe { (*arr.as_array_ptr()).fields.data };
+    Ok(RawOut {
+        ptr: data.cast::<u8>(),
+        len,
+    })
+}

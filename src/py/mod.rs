@@ -1,0 +1,29 @@
+//! The Python binding: the only code that knows about Python. It converts arguments, releases
+//! the GIL around all I/O (`py.detach`) and maps core errors to Python exceptions.
+
+mod array;
+mod errors;
+mod npy;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _packread(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
+    npy::register(m)?;
+    Ok(())
+}
+
+/// Sets the number of threads packread reads with (0 restores the default).
+#[pyfunction]
+fn set_num_threads(n: usize) {
+    crate::pool::set_num_threads(n);
+}
+
+/// The number of threads packread reads with.
+#[pyfunction]
+fn get_num_threads() -> usize {
+    crate::pool::num_threads()
+}

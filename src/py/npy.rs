@@ -1,0 +1,148 @@
+//! Bindings for NPY: `load_npy_file`, `parse_npy_buffer` and `NpyReader`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use numpy::{PyArrayDescr, PyArrayDescrMethods, PyReadonlyArray1};
+use pyo3::buffer::PyBuffer;
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+
+use super::array::{empty, fresh_bytes, numpy_dtype, output};
+use super::errors::{invalid_argument, IntoPyResult};
+use crate::npy::{self, Limits, NpySet};
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(load_npy_file, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_npy_buffer, m)?)?;
+    m.add_class::<NpyReader>()?;
+    Ok(())
+}
+
+fn limits(max_header_size: usize) -> Limits {
+    Limits {
+        max_header_bytes: max_header_size,
+    }
+}
+
+/// Reads a whole `.npy` file into a new array (Fortran-ordered if the file is).
+#[pyfunction]
+#[pyo3(signature = (path, max_header_size = npy::DEFAULT_MAX_HEADER_BYTES))]
+fn load_npy_file<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    max_header_size: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    let limits = limits(max_header_size);
+    let (header, file_len) = py
+        .detach(|| npy::read_file_header(&path, &limits))
+        .py_err(py)?;
+    let dtype = numpy_dtype(py, &header.dtype)?;
+    let arr = empty(py, &header.shape, &dtype, header.fortran_order)?;
+    let out = fresh_bytes(&arr)?;
+    py.detach(move || {
+        // SAFETY: `arr` is alive on this frame and nothing else knows it yet.
+        let out = unsafe { out.as_mut_slice() };
+        npy::read_file_data(&path, &header, file_len, out)
+    })
+    .py_err(py)?;
+    Ok(arr)
+}
+
+/// Parses the NPY header at the start of a bytes-like object. Returns
+/// `(dtype, fortran_order, shape, data_offset, aligned)`, where `aligned` says whether the data
+/// can be viewed in place with the dtype's alignment.
+#[pyfunction]
+#[pyo3(signature = (buffer, max_header_size = npy::DEFAULT_MAX_HEADER_BYTES))]
+fn parse_npy_buffer<'py>(
+    py: Python<'py>,
+    buffer: PyBuffer<u8>,
+    max_header_size: usize,
+) -> PyResult<Bound<'py, PyTuple>> {
+    if !buffer.is_c_contiguous() {
+        return Err(invalid_argument(py, "NPY buffer must be C-contiguous"));
+    }
+    let len = buffer.len_bytes();
+    let ptr = buffer.buf_ptr() as *const u8;
+    // SAFETY: a contiguous buffer of `len` bytes, held by `buffer` for this call.
+    let bytes: &[u8] = if len == 0 {
+        &[]
+    } else {
+        unsafe { std::slice::from_raw_parts(ptr, len) }
+    };
+    let header = npy::parse_header(bytes, len, "<buffer>", &limits(max_header_size)).py_err(py)?;
+    let dtype = numpy_dtype(py, &header.dtype)?;
+    let align = dtype.alignment().max(1);
+    let aligned = (ptr as usize + header.data_offset) % align == 0;
+    (
+        dtype,
+        header.fortran_order,
+        PyTuple::new(py, &header.shape)?,
+        header.data_offset,
+        aligned,
+    )
+        .into_pyobject(py)
+}
+
+/// Many same-shape `.npy` files read as one stacked batch. See `packread.NpyReader`.
+#[pyclass(module = "packread._packread", frozen)]
+pub struct NpyReader {
+    set: Arc<NpySet>,
+    dtype: Py<PyArrayDescr>,
+}
+
+#[pymethods]
+impl NpyReader {
+    #[new]
+    #[pyo3(signature = (paths, max_header_size = npy::DEFAULT_MAX_HEADER_BYTES))]
+    fn new(py: Python<'_>, paths: Vec<PathBuf>, max_header_size: usize) -> PyResult<Self> {
+        let limits = limits(max_header_size);
+        let set = py.detach(|| NpySet::open(paths, &limits)).py_err(py)?;
+        let dtype = numpy_dtype(py, set.dtype())?.unbind();
+        Ok(NpyReader {
+            set: Arc::new(set),
+            dtype,
+        })
+    }
+
+    fn __len__(&self) -> usize {
+        self.set.len()
+    }
+
+    /// Shape of one sample.
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.set.sample_shape())
+    }
+
+    #[getter]
+    fn dtype<'py>(&self, py: Python<'py>) -> Bound<'py, PyArrayDescr> {
+        self.dtype.bind(py).clone()
+    }
+
+    #[getter]
+    fn paths(&self) -> Vec<PathBuf> {
+        self.set.paths().to_vec()
+    }
+
+    /// Reads samples `idx` into `out`, an array of shape `(len(idx),) + shape`.
+    fn batch_into(
+        &self,
+        py: Python<'_>,
+        idx: PyReadonlyArray1<'_, i64>,
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let idx: Vec<i64> = idx.as_array().to_vec();
+        let mut shape = Vec::with_capacity(1 + self.set.sample_shape().len());
+        shape.push(idx.len());
+        shape.extend_from_slice(self.set.sample_shape());
+        let raw = output(out, &shape, self.dtype.bind(py))?;
+        let set = &self.set;
+        py.detach(move || {
+            // SAFETY: `out` is alive on the caller's frame for the whole call.
+            let out = unsafe { raw.as_mut_slice() };
+            set.read_batch(&idx, out)
+        })
+        .py_err(py)
+    }
+}
