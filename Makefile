@@ -46,7 +46,7 @@ lint: develop
 	cargo clippy --quiet --all-targets --features python -- -D warnings
 	ruff check .
 	ruff format --check .
-	$(PY) -m mypy.stubtest packread._packread --ignore-missing-stub
+	$(PY) -m mypy.stubtest packread._packread
 
 # Python-level benchmarks against h5py / numpy / zipfile (`cargo bench` for the Rust core).
 bench: develop

@@ -1,22 +1,31 @@
 # Type stubs for the compiled extension; checked against it by `mypy.stubtest` in `make lint`.
 import os
-from typing import Any
+from typing import Any, final
 
 import numpy as np
 from numpy.typing import NDArray
 
+__all__ = [
+    "NpyReader",
+    "__version__",
+    "get_num_threads",
+    "load_npy_file",
+    "parse_npy_buffer",
+    "set_num_threads",
+]
 __version__: str
 
 def set_num_threads(n: int) -> None: ...
 def get_num_threads() -> int: ...
-def load_npy_file(path: str | os.PathLike[str], max_header_size: int = 10000) -> NDArray[Any]: ...
+def load_npy_file(path: str | os.PathLike[str], max_header_size: int = ...) -> NDArray[Any]: ...
 def parse_npy_buffer(
-    buffer: Any, max_header_size: int = 10000
+    buffer: Any, max_header_size: int = ...
 ) -> tuple[np.dtype[Any], bool, tuple[int, ...], int, bool]: ...
 
+@final
 class NpyReader:
     def __new__(
-        cls, paths: list[str | os.PathLike[str]], max_header_size: int = 10000
+        cls, paths: list[str | os.PathLike[str]], max_header_size: int = ...
     ) -> NpyReader: ...
     def __len__(self) -> int: ...
     @property
