@@ -45,9 +45,7 @@ fn descr_itemsize(descr: &Literal, depth: usize) -> Result<usize, DescrError> {
     match descr {
         Literal::Str(s) => typestr_itemsize(s),
         Literal::List(fields) => {
-            if fields.is_empty() {
-                return Err(malformed("structured dtype with no fields"));
-            }
+            // An empty list is a valid (zero-size) structured dtype: `np.dtype([])`.
             let mut total = 0usize;
             for field in fields {
                 let size = field_itemsize(field, depth)?;
@@ -171,7 +169,7 @@ mod tests {
         assert_eq!(size("[('a', '|O')]"), Err(DescrError::Object));
         assert!(matches!(size("'<i3'"), Err(DescrError::Malformed(_))));
         assert!(matches!(size("'float32'"), Err(DescrError::Malformed(_))));
-        assert!(matches!(size("[]"), Err(DescrError::Malformed(_))));
+        assert_eq!(size("[]"), Ok(0));
         assert!(matches!(size("5"), Err(DescrError::Malformed(_))));
         assert!(matches!(
             size("[('a', '<i4', (-1,))]"),

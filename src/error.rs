@@ -79,11 +79,9 @@ impl Error {
         self.io.as_ref().and_then(io::Error::raw_os_error)
     }
 
-    /// Whether an OS-level failure was "file not found".
-    pub fn is_not_found(&self) -> bool {
-        self.io
-            .as_ref()
-            .is_some_and(|e| e.kind() == io::ErrorKind::NotFound)
+    /// The kind of an OS-level failure, if there was one.
+    pub fn io_kind(&self) -> Option<io::ErrorKind> {
+        self.io.as_ref().map(io::Error::kind)
     }
 
     /// Replaces the location, e.g. to add the member or dataset a format knows about.

@@ -15,7 +15,7 @@ use crate::exec::{execute, Dest, Extent};
 use crate::literal::{self, Literal};
 use crate::plan::resolve_indices;
 use crate::pool;
-use crate::source::PathSet;
+use crate::source::{FileStamp, PathSet};
 
 pub const MAGIC: &[u8; 6] = b"\x93NUMPY";
 /// numpy's own default for `max_header_size`.
@@ -194,18 +194,25 @@ pub fn parse_header(
         ),
         DescrError::Malformed(msg) => npy_err(location, format!("bad 'descr': {msg}")),
     })?;
-    let data_len = shape
+    // numpy refuses arrays whose non-zero dimensions multiply past a signed size, even when
+    // another dimension is 0; so do we, before anything is allocated.
+    let itemsize = dtype.itemsize();
+    let nonzero_bytes = shape
         .iter()
-        .try_fold(dtype.itemsize(), |acc, &d| acc.checked_mul(d))
+        .filter(|&&d| d != 0)
+        .try_fold(itemsize.max(1), |acc, &d| acc.checked_mul(d))
+        .filter(|&n| isize::try_from(n).is_ok())
         .ok_or_else(|| {
             npy_err(
                 location,
-                format!(
-                    "shape {shape:?} times itemsize {} overflows",
-                    dtype.itemsize()
-                ),
+                format!("shape {shape:?} times itemsize {itemsize} overflows"),
             )
         })?;
+    let data_len = if shape.contains(&0) || itemsize == 0 {
+        0
+    } else {
+        nonzero_bytes
+    };
     let needed = data_offset
         .checked_add(data_len)
         .ok_or_else(|| npy_err(location, "data size overflows"))?;
@@ -228,11 +235,12 @@ pub fn parse_header(
     })
 }
 
-/// Reads and parses the header of an NPY file; also returns the file's length.
-pub fn read_file_header(path: &Path, limits: &Limits) -> Result<(NpyHeader, u64)> {
+/// Reads and parses the header of an NPY file; also returns the file's stamp.
+pub fn read_file_header(path: &Path, limits: &Limits) -> Result<(NpyHeader, FileStamp)> {
     let location = path.display().to_string();
     let file = File::open(path).map_err(|e| Error::io(&location, e))?;
-    let file_len = file.metadata().map_err(|e| Error::io(&location, e))?.len();
+    let stamp = FileStamp::of(&file.metadata().map_err(|e| Error::io(&location, e))?);
+    let file_len = stamp.len;
     let available = usize::try_from(file_len).unwrap_or(usize::MAX);
     let mut buf = vec![0u8; HEADER_PROBE.min(available)];
     file.read_exact_at(&mut buf, 0)
@@ -244,7 +252,7 @@ pub fn read_file_header(path: &Path, limits: &Limits) -> Result<(NpyHeader, u64)
         file.read_exact_at(&mut buf, 0)
             .map_err(|e| Error::io(&location, e))?;
     }
-    Ok((parse_header(&buf, available, &location, limits)?, file_len))
+    Ok((parse_header(&buf, available, &location, limits)?, stamp))
 }
 
 /// The pipeline that turns stored sample bytes into C order.
@@ -260,10 +268,10 @@ fn layout_pipeline(header: &NpyHeader) -> Pipeline {
 pub fn read_file_data(
     path: &Path,
     header: &NpyHeader,
-    file_len: u64,
+    stamp: FileStamp,
     out: &mut [u8],
 ) -> Result<()> {
-    let files = PathSet::new(vec![path.to_path_buf()], vec![file_len]);
+    let files = PathSet::new(vec![path.to_path_buf()], vec![stamp]);
     let extent = Extent::raw(0, header.data_offset as u64, header.data_len, Dest::At(0));
     pool::install(|| {
         execute(
@@ -294,7 +302,7 @@ impl NpySet {
                 "NpyReader needs at least one file",
             ));
         }
-        let headers: Vec<Result<(NpyHeader, u64)>> = pool::install(|| {
+        let headers: Vec<Result<(NpyHeader, FileStamp)>> = pool::install(|| {
             paths
                 .par_iter()
                 .map(|p| read_file_header(p, limits))
@@ -323,9 +331,9 @@ impl NpySet {
         }
         let data_offsets = parsed.iter().map(|(h, _)| h.data_offset).collect();
         let pipelines = parsed.iter().map(|(h, _)| layout_pipeline(h)).collect();
-        let lens = parsed.iter().map(|(_, len)| *len).collect();
+        let stamps = parsed.iter().map(|(_, stamp)| *stamp).collect();
         Ok(NpySet {
-            files: PathSet::new(paths, lens),
+            files: PathSet::new(paths, stamps),
             header: first,
             data_offsets,
             pipelines,
@@ -470,6 +478,7 @@ mod tests {
             "{'descr': '<i2', 'fortran_order': False, 'shape': (-1,)}",
             "{'descr': '<i2', 'fortran_order': False, 'shape': (2**62,)}",
             "{'descr': '<i2', 'fortran_order': False, 'shape': (4611686018427387904, 4)}",
+            "{'descr': '|u1', 'fortran_order': False, 'shape': (0, 4611686018427387904, 4)}",
             "['descr']",
         ] {
             let b = npy(1, dict, &[0; 64]);

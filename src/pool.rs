@@ -16,6 +16,8 @@ pub const MAX_THREADS: usize = 256;
 
 struct Pool {
     pid: u32,
+    /// The value of `REQUESTED` the pool was built for (0: the default size).
+    requested: usize,
     threads: usize,
     pool: ThreadPool,
 }
@@ -30,12 +32,13 @@ pub fn set_num_threads(n: usize) {
 }
 
 /// The pool size reads will use: [`set_num_threads`], else `PACKREAD_NUM_THREADS`, else the
-/// CPUs this process may run on.
+/// CPUs this process may run on (read when the pool is built, not on every read: asking the
+/// kernel for the CPU quota costs tens of microseconds).
 pub fn num_threads() -> usize {
-    let requested = REQUESTED.load(Ordering::Relaxed);
-    if requested > 0 {
-        return requested;
-    }
+    current().threads
+}
+
+fn default_threads() -> usize {
     if let Some(n) = std::env::var("PACKREAD_NUM_THREADS")
         .ok()
         .and_then(|v| v.trim().parse::<usize>().ok())
@@ -48,18 +51,28 @@ pub fn num_threads() -> usize {
 
 fn current() -> Arc<Pool> {
     let pid = std::process::id();
-    let threads = num_threads();
+    let requested = REQUESTED.load(Ordering::Relaxed);
     if let Some(p) = POOL.load_full() {
-        if p.pid == pid && p.threads == threads {
+        if p.pid == pid && p.requested == requested {
             return p;
         }
     }
+    let threads = if requested > 0 {
+        requested
+    } else {
+        default_threads()
+    };
     let pool = ThreadPoolBuilder::new()
         .num_threads(threads)
         .thread_name(|i| format!("packread-{i}"))
         .build()
         .expect("failed to start the packread thread pool");
-    let fresh = Arc::new(Pool { pid, threads, pool });
+    let fresh = Arc::new(Pool {
+        pid,
+        requested,
+        threads,
+        pool,
+    });
     if let Some(old) = POOL.swap(Some(fresh.clone())) {
         if old.pid != pid {
             // Inherited from the parent: its threads do not exist here, and dropping it would

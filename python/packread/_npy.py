@@ -31,7 +31,9 @@ def load_npy(
     dtype, fortran, shape, offset, aligned = _packread.parse_npy_buffer(src, max_header_size)
     count = math.prod(shape)
     if count == 0 or dtype.itemsize == 0:
-        return np.zeros(shape, dtype=dtype, order="F" if fortran else "C")
+        empty = np.zeros(shape, dtype=dtype, order="F" if fortran else "C")
+        empty.flags.writeable = False  # read-only like every other result from bytes
+        return empty
     flat = np.frombuffer(src, dtype=dtype, count=count, offset=offset)
     if not aligned:
         flat = flat.copy()

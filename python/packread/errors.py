@@ -19,7 +19,9 @@ __all__ = [
     "NpyFormatError",
     "PackreadError",
     "PackreadFileNotFoundError",
+    "PackreadIsADirectoryError",
     "PackreadOSError",
+    "PackreadPermissionError",
     "UnsupportedError",
 ]
 
@@ -34,6 +36,14 @@ class PackreadOSError(PackreadError, OSError):
 
 class PackreadFileNotFoundError(PackreadOSError, FileNotFoundError):
     """A file does not exist."""
+
+
+class PackreadIsADirectoryError(PackreadOSError, IsADirectoryError):
+    """A directory was given where a file was expected."""
+
+
+class PackreadPermissionError(PackreadOSError, PermissionError):
+    """A file may not be read."""
 
 
 class NpyFormatError(PackreadError, ValueError):

@@ -1,6 +1,8 @@
 //! Core errors to Python exceptions. The exception classes live in `packread/errors.py`, where
 //! they can inherit from both `PackreadError` and the builtin a caller expects.
 
+use std::io;
+
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
@@ -16,8 +18,13 @@ fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
 /// Builds the Python exception for a core error.
 pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
     let name = match err.kind() {
-        ErrorKind::Io if err.is_not_found() => "PackreadFileNotFoundError",
-        ErrorKind::Io | ErrorKind::Changed => "PackreadOSError",
+        ErrorKind::Io => match err.io_kind() {
+            Some(io::ErrorKind::NotFound) => "PackreadFileNotFoundError",
+            Some(io::ErrorKind::IsADirectory) => "PackreadIsADirectoryError",
+            Some(io::ErrorKind::PermissionDenied) => "PackreadPermissionError",
+            _ => "PackreadOSError",
+        },
+        ErrorKind::Changed => "PackreadOSError",
         ErrorKind::NpyFormat => "NpyFormatError",
         ErrorKind::BadZip => "BadZipError",
         ErrorKind::Hdf5 => "HDF5Error",

@@ -34,7 +34,7 @@ fn load_npy_file<'py>(
     max_header_size: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
     let limits = limits(max_header_size);
-    let (header, file_len) = py
+    let (header, stamp) = py
         .detach(|| npy::read_file_header(&path, &limits))
         .py_err(py)?;
     let dtype = numpy_dtype(py, &header.dtype)?;
@@ -43,7 +43,7 @@ fn load_npy_file<'py>(
     py.detach(move || {
         // SAFETY: `arr` is alive on this frame and nothing else knows it yet.
         let out = unsafe { out.as_mut_slice() };
-        npy::read_file_data(&path, &header, file_len, out)
+        npy::read_file_data(&path, &header, stamp, out)
     })
     .py_err(py)?;
     Ok(arr)

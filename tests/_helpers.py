@@ -1,0 +1,104 @@
+"""Helpers shared by the NPY tests: bit-exact comparison and hand-made NPY streams."""
+
+from __future__ import annotations
+
+import io
+import warnings
+
+import numpy as np
+from numpy.lib import format as npformat
+
+MAGIC = b"\x93NUMPY"
+
+
+def assert_same(got: np.ndarray, want: np.ndarray) -> None:
+    """Same dtype (byte order included), shape, C/F contiguity and bytes."""
+    assert isinstance(got, np.ndarray), type(got)
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    assert got.dtype.str == want.dtype.str, (got.dtype.str, want.dtype.str)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    assert got.flags.c_contiguous == want.flags.c_contiguous, "C contiguity differs"
+    assert got.flags.f_contiguous == want.flags.f_contiguous, "F contiguity differs"
+    assert leaf_bytes(got) == leaf_bytes(want)
+
+
+def leaf_bytes(arr: np.ndarray) -> bytes:
+    """The bytes of every field, without the padding of aligned structured dtypes (numpy.load
+    leaves padding uninitialised, so only the fields can be compared)."""
+    if arr.dtype.names is None:
+        return arr.tobytes(order="A")
+    return b"".join(leaf_bytes(arr[name]) for name in arr.dtype.names)
+
+
+def npy_bytes(arr: np.ndarray, version: tuple[int, int] | None = None, **kw) -> bytes:
+    """The bytes ``np.save`` (or ``write_array`` with an explicit version) writes."""
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "stored array in format 3.0"
+        if version is None:
+            np.save(buf, arr, **kw)
+        else:
+            npformat.write_array(buf, arr, version=version, **kw)
+    return buf.getvalue()
+
+
+def np_load_bytes(raw: bytes, **kw) -> np.ndarray:
+    return np.load(io.BytesIO(bytes(raw)), **kw)
+
+
+def craft_npy(
+    header: str,
+    data: bytes = b"",
+    *,
+    version: int = 1,
+    header_len: int | None = None,
+) -> bytes:
+    """An NPY stream with an arbitrary header text, padded like numpy pads it (to 64 bytes).
+
+    ``header_len`` overrides the length field of the preamble (to lie about it).
+    """
+    text = header.encode("utf-8" if version == 3 else "latin-1")
+    pre = 10 if version == 1 else 12
+    text += b" " * ((-(pre + len(text) + 1)) % 64) + b"\n"
+    n = len(text) if header_len is None else header_len
+    size = n.to_bytes(2 if version == 1 else 4, "little")
+    return MAGIC + bytes([version, 0]) + size + text + data
+
+
+def aligned_buffer(raw: bytes, shift: int = 0) -> np.ndarray:
+    """A uint8 array holding ``raw`` whose first byte is at a 64-byte boundary plus ``shift``."""
+    store = np.zeros(len(raw) + 128 + shift, dtype=np.uint8)
+    start = (-store.ctypes.data) % 64 + shift
+    view = store[start : start + len(raw)]
+    view[:] = np.frombuffer(raw, dtype=np.uint8)
+    assert view.ctypes.data % 64 == shift
+    return view
+
+
+def random_array(rng: np.random.Generator, shape: tuple[int, ...], dtype) -> np.ndarray:
+    """An array of random bytes (random 0/1 for bool) of any fixed-size dtype."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape, dtype=np.int64))
+    if dtype.kind == "b":
+        return rng.integers(0, 2, size=shape).astype(dtype)
+    raw = rng.integers(0, 256, size=count * dtype.itemsize, dtype=np.uint8)
+    return raw.view(dtype).reshape(shape)
+
+
+def with_order(arr: np.ndarray, order: str) -> np.ndarray:
+    """A copy in C or Fortran order; 0-d stays 0-d (unlike ``np.asfortranarray``)."""
+    return np.array(arr, order=order, copy=True)
+
+
+def stack(paths, rows, shape=None, dtype=None) -> np.ndarray:
+    """What a batch of ``rows`` must equal: ``np.stack`` of ``np.load`` of each file, but with
+    the files' own dtype (``np.stack`` turns big-endian into native byte order)."""
+    arrays = [np.load(paths[i]) for i in rows]
+    if not arrays:
+        return np.empty((0, *shape), dtype=dtype)
+    out = np.empty((len(arrays), *arrays[0].shape), dtype=arrays[0].dtype)
+    for k, a in enumerate(arrays):
+        out[k] = a
+    if out.dtype.names is None:  # (NaN inside records would not compare equal)
+        np.testing.assert_array_equal(out, np.stack(arrays))
+    return out
