@@ -1,21 +1,21 @@
 //! The executor: runs a batch's extents on the pool, each reading its bytes with `pread`,
-//! decoding them and writing its own disjoint part of one output buffer.
+//! decoding them and writing its own disjoint part of the output buffers.
 
 use std::cell::RefCell;
 
 use rayon::prelude::*;
 
-use crate::codec::Pipeline;
+use crate::codec::{Faults, Pipeline};
 use crate::error::{Error, ErrorKind};
 use crate::source::Source;
 
 /// Raw reads larger than this are split so that several threads share one big sample.
 const SPLIT_BYTES: usize = 4 << 20;
 
-/// Where an extent's decoded bytes go in the output.
+/// Where an extent's decoded bytes go in its output buffer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Dest {
-    /// All decoded bytes, contiguously, from this output offset.
+    /// All decoded bytes, contiguously, from this offset.
     At(usize),
     /// Parts of the decoded bytes, each copied to its own place (a chunk holding several
     /// samples, or a sample split across chunks).
@@ -39,11 +39,13 @@ pub struct Extent {
     pub stored_len: usize,
     pub pipeline: Pipeline,
     pub decoded_len: usize,
+    /// Which output buffer (one per array a batch returns).
+    pub out: u32,
     pub dest: Dest,
 }
 
 impl Extent {
-    /// Unencoded bytes copied as they are.
+    /// Unencoded bytes copied as they are into output 0.
     pub fn raw(file: u32, offset: u64, len: usize, dest: Dest) -> Extent {
         Extent {
             file,
@@ -51,6 +53,7 @@ impl Extent {
             stored_len: len,
             pipeline: Pipeline::identity(),
             decoded_len: len,
+            out: 0,
             dest,
         }
     }
@@ -71,7 +74,7 @@ pub struct Failure {
     pub error: Error,
 }
 
-/// The output buffer, shared by the workers. Sound because [`execute`] checks up front that
+/// An output buffer shared by the workers. Sound because [`execute`] checks up front that
 /// every write is in bounds and that no two writes overlap.
 #[derive(Clone, Copy)]
 struct Output {
@@ -88,6 +91,9 @@ impl Output {
     #[allow(clippy::mut_from_ref)]
     unsafe fn slice(&self, dst: usize, len: usize) -> &mut [u8] {
         debug_assert!(dst + len <= self.len);
+        if len == 0 {
+            return &mut [];
+        }
         std::slice::from_raw_parts_mut(self.ptr.add(dst), len)
     }
 }
@@ -111,19 +117,22 @@ fn grow(buf: &mut Vec<u8>, len: usize) -> &mut [u8] {
     &mut buf[..len]
 }
 
-/// Checks that every write lies inside `len` bytes and that no two overlap.
-fn check_writes(extents: &[Extent], len: usize) -> Result<(), Failure> {
-    let mut writes: Vec<(usize, usize, usize)> = Vec::with_capacity(extents.len());
+/// Checks that every write lies inside its output and that no two overlap.
+fn check_writes(extents: &[Extent], outs: &[Output]) -> Result<(), Failure> {
+    let mut writes: Vec<(u32, usize, usize, usize)> = Vec::with_capacity(extents.len());
     for (i, e) in extents.iter().enumerate() {
+        let Some(out) = outs.get(e.out as usize) else {
+            return Err(internal(i, format!("output {} does not exist", e.out)));
+        };
         for (dst, n) in e.writes() {
-            if dst.checked_add(n).is_none_or(|end| end > len) {
+            if dst.checked_add(n).is_none_or(|end| end > out.len) {
                 return Err(internal(
                     i,
-                    format!("write {dst}+{n} outside a {len}-byte output"),
+                    format!("write {dst}+{n} outside a {}-byte output", out.len),
                 ));
             }
             if n > 0 {
-                writes.push((dst, n, i));
+                writes.push((e.out, dst, n, i));
             }
         }
         if let Dest::Scatter(pieces) = &e.dest {
@@ -141,10 +150,10 @@ fn check_writes(extents: &[Extent], len: usize) -> Result<(), Failure> {
     }
     writes.sort_unstable();
     for w in writes.windows(2) {
-        if w[0].0 + w[0].1 > w[1].0 {
+        if w[0].0 == w[1].0 && w[0].1 + w[0].2 > w[1].1 {
             return Err(internal(
-                w[1].2,
-                "two extents write the same output bytes".to_string(),
+                w[1].3,
+                "two extents write the same output bytes".into(),
             ));
         }
     }
@@ -170,15 +179,22 @@ struct Task {
 }
 
 /// Runs `extents` in parallel on the current rayon pool (see [`crate::pool::install`]),
-/// filling `out`. Bytes that fail to decode are reported as `corrupt` (the format's own kind
-/// of error: malformed NPY, bad ZIP, bad HDF5 chunk).
+/// filling `outs`. Bytes that fail to decode are reported with the format's own `faults`
+/// (malformed NPY, bad ZIP, bad HDF5 chunk); errors name the file they came from.
 pub fn execute(
     source: &dyn Source,
     extents: &[Extent],
-    out: &mut [u8],
-    corrupt: ErrorKind,
+    outs: &mut [&mut [u8]],
+    faults: Faults,
 ) -> Result<(), Failure> {
-    check_writes(extents, out.len())?;
+    let outs: Vec<Output> = outs
+        .iter_mut()
+        .map(|o| Output {
+            ptr: o.as_mut_ptr(),
+            len: o.len(),
+        })
+        .collect();
+    check_writes(extents, &outs)?;
     let mut tasks = Vec::with_capacity(extents.len());
     for (i, e) in extents.iter().enumerate() {
         let raw = e.pipeline.is_identity()
@@ -201,16 +217,31 @@ pub fn execute(
             });
         }
     }
-    let output = Output {
-        ptr: out.as_mut_ptr(),
-        len: out.len(),
-    };
     tasks.par_iter().try_for_each(|t| {
-        run(source, &extents[t.extent], t.part, output, corrupt).map_err(|error| Failure {
-            extent: t.extent,
-            error,
+        let e = &extents[t.extent];
+        run(source, e, t.part, outs[e.out as usize], faults).map_err(|error| {
+            let error = if error.location().is_empty() {
+                let at = source.name(e.file);
+                error.at(at)
+            } else {
+                error
+            };
+            Failure {
+                extent: t.extent,
+                error,
+            }
         })
     })
+}
+
+/// [`execute`] with a single output buffer.
+pub fn execute_into(
+    source: &dyn Source,
+    extents: &[Extent],
+    out: &mut [u8],
+    faults: Faults,
+) -> Result<(), Failure> {
+    execute(source, extents, &mut [out], faults)
 }
 
 fn run(
@@ -218,18 +249,9 @@ fn run(
     e: &Extent,
     part: Option<(usize, usize)>,
     out: Output,
-    corrupt: ErrorKind,
+    faults: Faults,
 ) -> Result<(), Error> {
-    let decode_err = |msg: String| {
-        Error::new(
-            corrupt,
-            source.name(e.file),
-            format!(
-                "cannot decode {} bytes at offset {}: {msg}",
-                e.stored_len, e.offset
-            ),
-        )
-    };
+    let in_place = e.pipeline.only_checks() && e.stored_len == e.decoded_len;
     match (&e.dest, part) {
         (Dest::At(dst), Some((start, len))) => {
             // SAFETY: check_writes proved the extent's range in bounds and exclusive; the
@@ -237,9 +259,11 @@ fn run(
             let target = unsafe { out.slice(dst + start, len) };
             source.read_at(e.file, e.offset + start as u64, target)
         }
-        (Dest::At(dst), None) if e.pipeline.is_identity() && e.stored_len == e.decoded_len => {
+        (Dest::At(dst), None) if in_place => {
+            // Stored bytes are the sample: read them straight into the output, then check.
             let target = unsafe { out.slice(*dst, e.decoded_len) };
-            source.read_at(e.file, e.offset, target)
+            source.read_at(e.file, e.offset, target)?;
+            e.pipeline.verify(target, faults)
         }
         (dest, _) => SCRATCH.with(|cell| {
             let mut guard = cell.borrow_mut();
@@ -249,18 +273,16 @@ fn run(
             match dest {
                 Dest::At(dst) => {
                     let target = unsafe { out.slice(*dst, e.decoded_len) };
-                    e.pipeline
-                        .decode(stored, target, &mut scratch.tmp)
-                        .map_err(decode_err)
+                    e.pipeline.decode(stored, target, &mut scratch.tmp, faults)
                 }
                 Dest::Scatter(pieces) => {
-                    let decoded: &[u8] = if e.pipeline.is_identity() {
+                    let decoded: &[u8] = if in_place {
+                        e.pipeline.verify(stored, faults)?;
                         stored
                     } else {
                         let decoded = grow(&mut scratch.decoded, e.decoded_len);
                         e.pipeline
-                            .decode(stored, decoded, &mut scratch.tmp)
-                            .map_err(decode_err)?;
+                            .decode(stored, decoded, &mut scratch.tmp, faults)?;
                         decoded
                     };
                     for p in pieces {

@@ -10,9 +10,11 @@ pub mod error;
 pub mod exec;
 pub mod literal;
 pub mod npy;
+pub mod npz;
 pub mod plan;
 pub mod pool;
 pub mod source;
+pub mod zip;
 
 #[cfg(feature = "python")]
 mod py;

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
-use crate::codec::Pipeline;
+use crate::codec::{Faults, Pipeline};
 use crate::dtype::{DType, DescrError};
 use crate::error::{Error, ErrorKind, Result};
-use crate::exec::{execute, Dest, Extent};
+use crate::exec::{execute_into, Dest, Extent};
 use crate::literal::{self, Literal};
 use crate::plan::resolve_indices;
 use crate::pool;
@@ -20,10 +20,11 @@ use crate::source::{FileStamp, PathSet};
 pub const MAGIC: &[u8; 6] = b"\x93NUMPY";
 /// numpy's own default for `max_header_size`.
 pub const DEFAULT_MAX_HEADER_BYTES: usize = 10_000;
+const NPY_FAULTS: Faults = Faults::both(ErrorKind::NpyFormat);
 /// How much of a file is read to find its header in one go (numpy pads headers to 64 bytes).
 const HEADER_PROBE: usize = 4096;
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Largest header (the dict text) accepted, as numpy's `max_header_size`.
     pub max_header_bytes: usize,
@@ -51,6 +52,11 @@ pub struct NpyHeader {
 }
 
 impl NpyHeader {
+    /// Whether the data must be reordered to reach C order (Fortran order, 2+ real axes).
+    pub fn needs_transpose(&self) -> bool {
+        self.fortran_order && self.shape.iter().filter(|&&d| d > 1).count() > 1
+    }
+
     /// Whether two headers describe arrays with the same layout in memory.
     pub fn same_array_type(&self, other: &NpyHeader) -> bool {
         self.dtype == other.dtype && self.shape == other.shape
@@ -257,7 +263,7 @@ pub fn read_file_header(path: &Path, limits: &Limits) -> Result<(NpyHeader, File
 
 /// The pipeline that turns stored sample bytes into C order.
 fn layout_pipeline(header: &NpyHeader) -> Pipeline {
-    if header.fortran_order && header.shape.iter().filter(|&&d| d > 1).count() > 1 {
+    if header.needs_transpose() {
         Pipeline::fortran_to_c(&header.shape, header.dtype.itemsize())
     } else {
         Pipeline::identity()
@@ -273,15 +279,8 @@ pub fn read_file_data(
 ) -> Result<()> {
     let files = PathSet::new(vec![path.to_path_buf()], vec![stamp]);
     let extent = Extent::raw(0, header.data_offset as u64, header.data_len, Dest::At(0));
-    pool::install(|| {
-        execute(
-            &files,
-            std::slice::from_ref(&extent),
-            out,
-            ErrorKind::NpyFormat,
-        )
-    })
-    .map_err(|f| f.error)
+    pool::install(|| execute_into(&files, std::slice::from_ref(&extent), out, NPY_FAULTS))
+        .map_err(|f| f.error)
 }
 
 /// Many NPY files, one sample each, all of the same dtype and shape.
@@ -380,11 +379,11 @@ impl NpySet {
                 stored_len: n,
                 pipeline: self.pipelines[i].clone(),
                 decoded_len: n,
+                out: 0,
                 dest: Dest::At(k * n),
             })
             .collect();
-        pool::install(|| execute(&self.files, &extents, out, ErrorKind::NpyFormat))
-            .map_err(|f| f.error)
+        pool::install(|| execute_into(&self.files, &extents, out, NPY_FAULTS)).map_err(|f| f.error)
     }
 }
 

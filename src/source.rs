@@ -60,30 +60,39 @@ impl PathSet {
 impl Source for PathSet {
     fn read_at(&self, file: u32, offset: u64, buf: &mut [u8]) -> Result<()> {
         let i = file as usize;
-        let path = &self.paths[i];
-        let f = File::open(path).map_err(|e| Error::io(self.name(file), e))?;
-        let meta = f.metadata().map_err(|e| Error::io(self.name(file), e))?;
-        let was = self.stamps[i];
-        if !meta.is_file() || FileStamp::of(&meta) != was {
-            let how = if !meta.is_file() {
-                "it is no longer a regular file".to_string()
-            } else if meta.len() != was.len {
-                format!("it was {} bytes, now {}", was.len, meta.len())
-            } else {
-                "it was replaced or rewritten".to_string()
-            };
-            return Err(Error::new(
-                ErrorKind::Changed,
-                self.name(file),
-                format!("file changed since the reader opened it ({how}); open a new reader"),
-            ));
-        }
-        read_exact_at(&f, offset, buf).map_err(|e| Error::io(self.name(file), e))
+        read_stamped(&self.paths[i], self.stamps[i], offset, buf)
     }
 
     fn name(&self, file: u32) -> String {
         self.paths[file as usize].display().to_string()
     }
+}
+
+/// Opens `path`, checks it still matches `was`, and reads `buf` at `offset`.
+pub fn read_stamped(
+    path: &std::path::Path,
+    was: FileStamp,
+    offset: u64,
+    buf: &mut [u8],
+) -> Result<()> {
+    let name = || path.display().to_string();
+    let f = File::open(path).map_err(|e| Error::io(name(), e))?;
+    let meta = f.metadata().map_err(|e| Error::io(name(), e))?;
+    if !meta.is_file() || FileStamp::of(&meta) != was {
+        let how = if !meta.is_file() {
+            "it is no longer a regular file".to_string()
+        } else if meta.len() != was.len {
+            format!("it was {} bytes, now {}", was.len, meta.len())
+        } else {
+            "it was replaced or rewritten".to_string()
+        };
+        return Err(Error::new(
+            ErrorKind::Changed,
+            name(),
+            format!("file changed since the reader opened it ({how}); open a new reader"),
+        ));
+    }
+    read_exact_at(&f, offset, buf).map_err(|e| Error::io(name(), e))
 }
 
 /// `pread` until `buf` is full; running into the end of the file is `UnexpectedEof`.
@@ -101,4 +110,103 @@ pub fn read_exact_at(f: &File, offset: u64, buf: &mut [u8]) -> io::Result<()> {
             e
         }
     })
+}
+
+/// One file read by many threads (a ZIP archive, an HDF5 file) through a single descriptor.
+/// `pread` keeps no cursor, so the descriptor is shared by threads and stays valid in forked
+/// children, which inherit it; a reader pickled for `spawn` opens the path again.
+pub struct SharedFile {
+    path: PathBuf,
+    file: File,
+    stamp: FileStamp,
+}
+
+impl SharedFile {
+    pub fn open(path: PathBuf) -> Result<SharedFile> {
+        let location = path.display().to_string();
+        let file = File::open(&path).map_err(|e| Error::io(&location, e))?;
+        let meta = file.metadata().map_err(|e| Error::io(&location, e))?;
+        if !meta.is_file() {
+            return Err(Error::new(ErrorKind::Io, location, "not a regular file"));
+        }
+        Ok(SharedFile {
+            path,
+            file,
+            stamp: FileStamp::of(&meta),
+        })
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// Length of the file when it was opened.
+    pub fn len(&self) -> u64 {
+        self.stamp.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.stamp.len == 0
+    }
+
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    pub fn stamp(&self) -> FileStamp {
+        self.stamp
+    }
+}
+
+impl Source for SharedFile {
+    fn read_at(&self, _file: u32, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let end = offset.checked_add(buf.len() as u64);
+        if end.is_none_or(|end| end > self.stamp.len) {
+            return Err(Error::new(
+                ErrorKind::Changed,
+                self.name(0),
+                format!(
+                    "read of {} bytes at offset {offset} runs past the end of the {}-byte file",
+                    buf.len(),
+                    self.stamp.len
+                ),
+            ));
+        }
+        read_exact_at(&self.file, offset, buf).map_err(|e| Error::io(self.name(0), e))
+    }
+
+    fn name(&self, _file: u32) -> String {
+        self.path.display().to_string()
+    }
+}
+
+/// Bytes already in memory (an archive passed as `bytes`).
+pub struct MemorySource<'a> {
+    pub name: &'a str,
+    pub bytes: &'a [u8],
+}
+
+impl Source for MemorySource<'_> {
+    fn read_at(&self, _file: u32, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        let src = start
+            .checked_add(buf.len())
+            .and_then(|end| self.bytes.get(start..end))
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::BadZip,
+                    self.name,
+                    format!(
+                        "{} bytes at offset {offset} run past the end of the data",
+                        buf.len()
+                    ),
+                )
+            })?;
+        buf.copy_from_slice(src);
+        Ok(())
+    }
+
+    fn name(&self, _file: u32) -> String {
+        self.name.to_string()
+    }
 }

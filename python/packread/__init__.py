@@ -5,6 +5,7 @@ from __future__ import annotations
 from . import errors
 from ._npy import NpyReader, load_npy
 from ._packread import __version__, get_num_threads, set_num_threads
+from ._zip import NpzReader, ZipMemberInfo, ZipReader, load_npz
 from .errors import (
     BadZipError,
     HDF5Error,
@@ -28,11 +29,15 @@ __all__ = [
     "MissingKeyError",
     "NpyFormatError",
     "NpyReader",
+    "NpzReader",
     "PackreadError",
     "UnsupportedError",
+    "ZipMemberInfo",
+    "ZipReader",
     "__version__",
     "errors",
     "get_num_threads",
     "load_npy",
+    "load_npz",
     "set_num_threads",
 ]

@@ -1,15 +1,50 @@
 //! Decode pipelines: pure functions from stored bytes to the bytes a sample holds in C order.
 //! Every format describes its encoding as a [`Pipeline`]; the executor runs it.
 
+mod deflate;
+mod npy_stream;
 mod transpose;
 
 use std::sync::Arc;
 
+pub use deflate::{inflate, inflate_prefix, Wrapper};
+pub use npy_stream::{npy_stream_to_c, NpyExpect};
 pub use transpose::fortran_to_c;
 
-/// One decoding step.
+use crate::error::{Error, ErrorKind};
+
+/// Which error kinds a format reports decoding failures as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Faults {
+    /// Stored bytes that do not decode, or decode to the wrong size (a corrupt stream).
+    pub corrupt: ErrorKind,
+    /// A stream that inflates past the size it declared (a decompression bomb).
+    pub overflow: ErrorKind,
+}
+
+impl Faults {
+    pub const fn both(kind: ErrorKind) -> Faults {
+        Faults {
+            corrupt: kind,
+            overflow: kind,
+        }
+    }
+
+    pub(crate) fn corrupt(&self, msg: impl Into<String>) -> Error {
+        Error::new(self.corrupt, "", msg)
+    }
+}
+
+/// One decoding step: a transform producing new bytes, or a check of the bytes so far.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
+    /// Inflates a deflate stream to exactly the length the next stage expects.
+    Inflate(Wrapper),
+    /// Verifies the CRC-32 of the bytes so far.
+    Crc32(u32),
+    /// Turns a whole NPY stream (header + data) into the C-order data, checking the header
+    /// against what the reader expects.
+    NpyStream(Arc<NpyExpect>),
     /// Reorders an array stored in Fortran order (NPY `fortran_order: True`) into C order.
     FortranToC {
         shape: Arc<[usize]>,
@@ -18,16 +53,42 @@ pub enum Step {
 }
 
 impl Step {
-    /// Bytes this step produces from `input_len` bytes, given the pipeline's final length.
-    fn output_len(&self, _input_len: usize, final_len: usize) -> usize {
+    fn is_check(&self) -> bool {
+        matches!(self, Step::Crc32(_))
+    }
+
+    /// Length this transform produces; `size_hint` is the stored length of the stream's
+    /// decoded form where the format knows it, else the pipeline's final length.
+    fn output_len(&self, size_hint: usize, final_len: usize) -> usize {
         match self {
-            Step::FortranToC { .. } => final_len,
+            Step::Inflate(_) => size_hint,
+            _ => final_len,
         }
     }
 
-    fn apply(&self, input: &[u8], out: &mut [u8]) -> Result<(), String> {
+    fn apply(&self, input: &[u8], out: &mut [u8], faults: Faults) -> Result<(), Error> {
         match self {
-            Step::FortranToC { shape, itemsize } => fortran_to_c(input, out, shape, *itemsize),
+            Step::Inflate(wrapper) => inflate(input, out, *wrapper, faults),
+            Step::NpyStream(expect) => npy_stream_to_c(input, out, expect),
+            Step::FortranToC { shape, itemsize } => {
+                fortran_to_c(input, out, shape, *itemsize).map_err(|m| faults.corrupt(m))
+            }
+            Step::Crc32(_) => unreachable!("checks are not transforms"),
+        }
+    }
+
+    fn check(&self, bytes: &[u8], faults: Faults) -> Result<(), Error> {
+        match self {
+            Step::Crc32(want) => {
+                let got = libdeflater::crc32(bytes);
+                if got != *want {
+                    return Err(faults.corrupt(format!(
+                        "CRC-32 mismatch: stored {want:08x}, data has {got:08x}"
+                    )));
+                }
+                Ok(())
+            }
+            _ => unreachable!("transforms are not checks"),
         }
     }
 }
@@ -36,12 +97,15 @@ impl Step {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Pipeline {
     steps: Option<Arc<[Step]>>,
+    /// Length of the first transform's output when it is not the final length (an inflated
+    /// NPY member: header + data, before the header is stripped).
+    inner_len: Option<usize>,
 }
 
 impl Pipeline {
     /// Stored bytes are the sample's bytes.
     pub fn identity() -> Pipeline {
-        Pipeline { steps: None }
+        Pipeline::default()
     }
 
     pub fn new(steps: Vec<Step>) -> Pipeline {
@@ -50,8 +114,15 @@ impl Pipeline {
         } else {
             Pipeline {
                 steps: Some(steps.into()),
+                inner_len: None,
             }
         }
+    }
+
+    /// Sets the length an inflate step produces when a later transform changes the length.
+    pub fn with_inner_len(mut self, len: usize) -> Pipeline {
+        self.inner_len = Some(len);
+        self
     }
 
     pub fn fortran_to_c(shape: &[usize], itemsize: usize) -> Pipeline {
@@ -65,8 +136,18 @@ impl Pipeline {
         self.steps.is_none()
     }
 
+    /// Whether the pipeline only checks bytes (so stored bytes can land in place).
+    pub fn only_checks(&self) -> bool {
+        self.steps().iter().all(Step::is_check)
+    }
+
     pub fn steps(&self) -> &[Step] {
         self.steps.as_deref().unwrap_or(&[])
+    }
+
+    /// Runs the checks on bytes that were read in place (valid when [`Self::only_checks`]).
+    pub fn verify(&self, bytes: &[u8], faults: Faults) -> Result<(), Error> {
+        self.steps().iter().try_for_each(|s| s.check(bytes, faults))
     }
 
     /// Decodes `input` into `out`, which must be exactly the decoded length. `tmp` is scratch
@@ -76,42 +157,134 @@ impl Pipeline {
         input: &[u8],
         out: &mut [u8],
         tmp: &mut [Vec<u8>; 2],
-    ) -> Result<(), String> {
+        faults: Faults,
+    ) -> Result<(), Error> {
         let steps = self.steps();
-        let Some((last, rest)) = steps.split_last() else {
+        let transforms = steps.iter().filter(|s| !s.is_check()).count();
+        if transforms == 0 {
             if input.len() != out.len() {
-                return Err(format!(
+                return Err(faults.corrupt(format!(
                     "expected {} bytes, found {}",
                     out.len(),
                     input.len()
-                ));
+                )));
             }
             out.copy_from_slice(input);
-            return Ok(());
-        };
-        // Intermediate results alternate between the two scratch buffers.
+            return self.verify(out, faults);
+        }
+        // Where the bytes so far are: the input, one of the two scratch buffers, or `out`.
+        #[derive(Clone, Copy)]
+        enum At {
+            Input,
+            Tmp(usize),
+            Out,
+        }
         let [a, b] = tmp;
-        let mut held: Option<bool> = None; // None: still `input`; Some(false): `a`; Some(true): `b`
+        let mut at = At::Input;
         let mut len = input.len();
-        for step in rest {
-            let next = step.output_len(len, out.len());
-            let (dst, src): (&mut Vec<u8>, &[u8]) = match held {
-                None => (&mut *a, input),
-                Some(false) => (&mut *b, &a[..len]),
-                Some(true) => (&mut *a, &b[..len]),
+        let mut done = 0;
+        for step in steps {
+            let current: &[u8] = match at {
+                At::Input => input,
+                At::Tmp(0) => &a[..len],
+                At::Tmp(_) => &b[..len],
+                At::Out => &out[..len],
+            };
+            if step.is_check() {
+                step.check(current, faults)?;
+                continue;
+            }
+            done += 1;
+            if done == transforms {
+                // Re-borrow so `out` can be written while `current` is read.
+                let current: &[u8] = match at {
+                    At::Input => input,
+                    At::Tmp(0) => &a[..len],
+                    At::Tmp(_) => &b[..len],
+                    At::Out => unreachable!("out is only written by the last transform"),
+                };
+                step.apply(current, out, faults)?;
+                at = At::Out;
+                len = out.len();
+                continue;
+            }
+            let next = step.output_len(self.inner_len.unwrap_or(out.len()), out.len());
+            let (dst, src): (&mut Vec<u8>, &[u8]) = match at {
+                At::Input => (&mut *a, input),
+                At::Tmp(0) => (&mut *b, &a[..len]),
+                At::Tmp(_) => (&mut *a, &b[..len]),
+                At::Out => unreachable!("out is only written by the last transform"),
             };
             if dst.len() < next {
                 dst.resize(next, 0);
             }
-            step.apply(src, &mut dst[..next])?;
-            held = Some(matches!(held, Some(false)));
+            step.apply(src, &mut dst[..next], faults)?;
+            at = match at {
+                At::Tmp(0) => At::Tmp(1),
+                _ => At::Tmp(0),
+            };
             len = next;
         }
-        let current: &[u8] = match held {
-            None => input,
-            Some(false) => &a[..len],
-            Some(true) => &b[..len],
-        };
-        last.apply(current, out)
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FAULTS: Faults = Faults {
+        corrupt: ErrorKind::BadZip,
+        overflow: ErrorKind::LimitExceeded,
+    };
+
+    fn deflate(data: &[u8]) -> Vec<u8> {
+        let mut c = libdeflater::Compressor::new(libdeflater::CompressionLvl::default());
+        let mut out = vec![0; c.deflate_compress_bound(data.len())];
+        let n = c.deflate_compress(data, &mut out).unwrap();
+        out.truncate(n);
+        out
+    }
+
+    #[test]
+    fn inflate_then_check() {
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        let stored = deflate(&data);
+        let crc = libdeflater::crc32(&data);
+        let p = Pipeline::new(vec![Step::Inflate(Wrapper::Raw), Step::Crc32(crc)]);
+        let mut out = vec![0; data.len()];
+        let mut tmp = Default::default();
+        p.decode(&stored, &mut out, &mut tmp, FAULTS).unwrap();
+        assert_eq!(out, data);
+
+        let bad = Pipeline::new(vec![Step::Inflate(Wrapper::Raw), Step::Crc32(crc ^ 1)]);
+        let e = bad.decode(&stored, &mut out, &mut tmp, FAULTS).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::BadZip);
+        assert!(e.message().contains("CRC-32"));
+    }
+
+    #[test]
+    fn checks_before_the_last_transform_see_intermediate_bytes() {
+        // Crc of the Fortran-ordered stored bytes, then the transpose.
+        let stored = [1u8, 4, 2, 5, 3, 6];
+        let p = Pipeline::new(vec![
+            Step::Crc32(libdeflater::crc32(&stored)),
+            Step::FortranToC {
+                shape: Arc::from([2usize, 3]),
+                itemsize: 1,
+            },
+        ]);
+        let mut out = [0u8; 6];
+        p.decode(&stored, &mut out, &mut Default::default(), FAULTS)
+            .unwrap();
+        assert_eq!(out, [1, 2, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn only_checks_verify_in_place() {
+        let p = Pipeline::new(vec![Step::Crc32(libdeflater::crc32(b"abc"))]);
+        assert!(p.only_checks());
+        p.verify(b"abc", FAULTS).unwrap();
+        assert!(p.verify(b"abd", FAULTS).is_err());
     }
 }

@@ -4,6 +4,7 @@
 mod array;
 mod errors;
 mod npy;
+mod zip;
 
 use pyo3::prelude::*;
 
@@ -13,6 +14,7 @@ fn _packread(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
     npy::register(m)?;
+    zip::register(m)?;
     Ok(())
 }
 

@@ -1,0 +1,58 @@
+//! A whole NPY stream (an `.npy` member of a ZIP or NPZ) to C-order array data. Every member's
+//! header is parsed and checked against the reader's expectation, so a sample that disagrees
+//! is an error, never misread bytes.
+
+use crate::dtype::DType;
+use crate::error::{Error, ErrorKind};
+use crate::npy::{parse_header, Limits};
+
+use super::fortran_to_c;
+
+/// What every NPY member read into one batch must be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NpyExpect {
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    pub limits: Limits,
+    /// Keep the stored layout (a whole array loaded as numpy would) instead of reordering
+    /// Fortran-ordered data into C order (a sample stacked into a batch).
+    pub keep_layout: bool,
+}
+
+impl NpyExpect {
+    pub fn data_len(&self) -> usize {
+        self.shape.iter().product::<usize>() * self.dtype.itemsize()
+    }
+}
+
+pub fn npy_stream_to_c(input: &[u8], out: &mut [u8], expect: &NpyExpect) -> Result<(), Error> {
+    let header = parse_header(input, input.len(), "", &expect.limits)?;
+    if header.dtype != expect.dtype || header.shape != expect.shape {
+        return Err(Error::new(
+            ErrorKind::Inconsistent,
+            "",
+            format!(
+                "array has dtype {} and shape {:?}, expected dtype {} and shape {:?}",
+                header.dtype.descr(),
+                header.shape,
+                expect.dtype.descr(),
+                expect.shape
+            ),
+        ));
+    }
+    let data = &input[header.data_offset..header.data_offset + header.data_len];
+    if data.len() != out.len() {
+        return Err(Error::new(
+            ErrorKind::NpyFormat,
+            "",
+            format!("array data is {} bytes, expected {}", data.len(), out.len()),
+        ));
+    }
+    if header.needs_transpose() && !expect.keep_layout {
+        fortran_to_c(data, out, &header.shape, header.dtype.itemsize())
+            .map_err(|m| Error::new(ErrorKind::NpyFormat, "", m))
+    } else {
+        out.copy_from_slice(data);
+        Ok(())
+    }
+}

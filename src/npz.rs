@@ -1,0 +1,312 @@
+//! NPZ: archives of `.npy` members. [`NpzSet`] reads many NPZ files (one sample each, the same
+//! keys) as stacked batches; [`contents`] and [`read_arrays`] load one archive whole, as
+//! `numpy.load` does. Both are the ZIP indexer plus an NPY check per member.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
+use rayon::prelude::*;
+
+use crate::codec::NpyExpect;
+use crate::error::{Error, ErrorKind, Result};
+use crate::exec::{execute, Extent};
+use crate::npy::NpyHeader;
+use crate::plan::resolve_indices;
+use crate::pool;
+use crate::source::{read_stamped, FileStamp, Source};
+use crate::zip::{MemberData, Payload, ZipIndex, ZipLimits, ZIP_FAULTS};
+
+/// numpy stores array `k` as member `k.npy`.
+const SUFFIX: &str = ".npy";
+
+/// One array of every sample.
+#[derive(Debug)]
+pub struct NpzKey {
+    pub name: String,
+    pub expect: Arc<NpyExpect>,
+}
+
+impl NpzKey {
+    fn member(&self) -> String {
+        format!("{}{SUFFIX}", self.name)
+    }
+}
+
+/// Where one file's members for every key are, found the first time the file is read.
+struct FileEntry {
+    stamp: FileStamp,
+    members: Vec<MemberData>,
+}
+
+/// Many NPZ files with the same keys, one sample each.
+pub struct NpzSet {
+    paths: Vec<PathBuf>,
+    keys: Vec<NpzKey>,
+    /// Lock-free, so a fork while another thread indexes a file cannot leave a lock behind.
+    entries: Vec<ArcSwapOption<FileEntry>>,
+    limits: ZipLimits,
+}
+
+impl NpzSet {
+    /// Reads the first file's directory and NPY headers: they fix the keys, shapes and dtypes.
+    /// Every other file is checked against them when it is first read.
+    pub fn open(paths: Vec<PathBuf>, limits: ZipLimits) -> Result<NpzSet> {
+        let Some(first) = paths.first() else {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "",
+                "NpzReader needs at least one file",
+            ));
+        };
+        let index = ZipIndex::open(first.clone(), limits)?;
+        let mut keys = Vec::new();
+        for (i, m) in index.members().iter().enumerate() {
+            let Some(name) = m.name().strip_suffix(SUFFIX) else {
+                continue;
+            };
+            let header = index.npy_header(i)?.ok_or_else(|| {
+                Error::new(
+                    ErrorKind::NpyFormat,
+                    format!("{}:{}", index.location(), m.name()),
+                    "member is not an NPY array",
+                )
+            })?;
+            keys.push(NpzKey {
+                name: name.to_string(),
+                expect: Arc::new(expect(&header, &limits, false)),
+            });
+        }
+        if keys.is_empty() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                index.location(),
+                "archive has no .npy members",
+            ));
+        }
+        let set = NpzSet {
+            entries: paths.iter().map(|_| ArcSwapOption::empty()).collect(),
+            paths,
+            keys,
+            limits,
+        };
+        let entry = set.members_of(&index)?;
+        set.entries[0].store(Some(entry));
+        Ok(set)
+    }
+
+    pub fn len(&self) -> usize {
+        self.paths.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.paths.is_empty()
+    }
+
+    pub fn keys(&self) -> &[NpzKey] {
+        &self.keys
+    }
+
+    pub fn paths(&self) -> &[PathBuf] {
+        &self.paths
+    }
+
+    /// The key's position, or a `KeyError`.
+    pub fn key_position(&self, name: &str) -> Result<usize> {
+        self.keys
+            .iter()
+            .position(|k| k.name == name)
+            .ok_or_else(|| {
+                let known: Vec<&str> = self.keys.iter().map(|k| k.name.as_str()).collect();
+                Error::new(
+                    ErrorKind::Key,
+                    "",
+                    format!("no key {name:?} (keys: {known:?})"),
+                )
+            })
+    }
+
+    /// The file's member table, reading its directory the first time.
+    fn entry(&self, file: usize) -> Result<Arc<FileEntry>> {
+        if let Some(e) = self.entries[file].load_full() {
+            return Ok(e);
+        }
+        let index = ZipIndex::open(self.paths[file].clone(), self.limits)?;
+        let entry = self.members_of(&index)?;
+        self.entries[file].store(Some(entry.clone()));
+        Ok(entry)
+    }
+
+    fn members_of(&self, index: &ZipIndex<crate::source::SharedFile>) -> Result<Arc<FileEntry>> {
+        let members = self
+            .keys
+            .iter()
+            .map(|k| {
+                let member = k.member();
+                let i = index.position(&member).ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::Key,
+                        index.location(),
+                        format!("archive has no member {member:?} (key {:?})", k.name),
+                    )
+                })?;
+                index.member_data(i)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Arc::new(FileEntry {
+            stamp: index.source().stamp(),
+            members,
+        }))
+    }
+
+    /// Reads samples `idx` of the keys `keys` (positions) into `outs`, one per key, each
+    /// holding the samples one after another in C order.
+    pub fn read_batch(&self, idx: &[i64], keys: &[usize], outs: &mut [&mut [u8]]) -> Result<()> {
+        let rows = resolve_indices(idx, self.len())?;
+        if keys.len() != outs.len() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "",
+                "one output per key is needed",
+            ));
+        }
+        for (&k, out) in keys.iter().zip(outs.iter()) {
+            crate::npy::check_out_len(out.len(), rows.len(), self.keys[k].expect.data_len())?;
+        }
+        let mut unique = rows.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        let entries: Vec<(usize, Arc<FileEntry>)> = pool::install(|| {
+            unique
+                .par_iter()
+                .map(|&r| self.entry(r).map(|e| (r, e)))
+                .collect::<Result<Vec<_>>>()
+        })?;
+        let entry_of = |r: usize| &entries[unique.binary_search(&r).expect("indexed")].1;
+        let mut extents = Vec::with_capacity(rows.len() * keys.len());
+        let mut labels = Vec::with_capacity(extents.capacity());
+        for (slot, &k) in keys.iter().enumerate() {
+            let key = &self.keys[k];
+            let payload = Payload::Npy(key.expect.clone());
+            let n = key.expect.data_len();
+            for (j, &r) in rows.iter().enumerate() {
+                let data = entry_of(r).members[k];
+                extents.push(data.extent(
+                    r as u32,
+                    &payload,
+                    self.limits.verify_crc,
+                    slot as u32,
+                    j * n,
+                ));
+                labels.push((r, k));
+            }
+        }
+        let source = NpzFiles {
+            set: self,
+            entries: &entries,
+            unique: &unique,
+        };
+        pool::install(|| execute(&source, &extents, outs, ZIP_FAULTS)).map_err(|f| {
+            let (r, k) = labels[f.extent];
+            f.error.at(format!(
+                "{}:{}",
+                self.paths[r].display(),
+                self.keys[k].member()
+            ))
+        })
+    }
+}
+
+/// The files of a batch, each checked against the stamp taken when it was indexed.
+struct NpzFiles<'a> {
+    set: &'a NpzSet,
+    entries: &'a [(usize, Arc<FileEntry>)],
+    unique: &'a [usize],
+}
+
+impl Source for NpzFiles<'_> {
+    fn read_at(&self, file: u32, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let r = file as usize;
+        let entry = &self.entries[self.unique.binary_search(&r).expect("indexed")].1;
+        read_stamped(&self.set.paths[r], entry.stamp, offset, buf)
+    }
+
+    fn name(&self, file: u32) -> String {
+        self.set.paths[file as usize].display().to_string()
+    }
+}
+
+/// What one member of a whole-archive load is.
+#[derive(Debug, Clone)]
+pub enum Content {
+    /// An NPY array: its header and where its data is.
+    Array {
+        key: String,
+        member: usize,
+        header: NpyHeader,
+        data: MemberData,
+    },
+    /// Anything else, returned as bytes (as `numpy.load` does).
+    Bytes { key: String, member: usize },
+}
+
+fn expect(header: &NpyHeader, limits: &ZipLimits, keep_layout: bool) -> NpyExpect {
+    NpyExpect {
+        dtype: header.dtype.clone(),
+        shape: header.shape.clone(),
+        limits: limits.npy,
+        keep_layout,
+    }
+}
+
+/// Every member of an archive, in archive order, keyed as numpy keys them (`.npy` dropped).
+pub fn contents<S: Source>(index: &ZipIndex<S>) -> Result<Vec<Content>> {
+    pool::install(|| {
+        (0..index.len())
+            .into_par_iter()
+            .map(|i| {
+                let name = index.members()[i].name();
+                let key = name.strip_suffix(SUFFIX).unwrap_or(name).to_string();
+                Ok(match index.npy_header(i)? {
+                    Some(header) => Content::Array {
+                        key,
+                        member: i,
+                        data: index.member_data(i)?,
+                        header,
+                    },
+                    None => Content::Bytes { key, member: i },
+                })
+            })
+            .collect()
+    })
+}
+
+/// Reads the arrays of `contents` (only `Content::Array` items) into `outs`, one each, in the
+/// layout they are stored in (as `numpy.load` returns them).
+pub fn read_arrays<S: Source>(
+    index: &ZipIndex<S>,
+    arrays: &[&Content],
+    outs: &mut [&mut [u8]],
+) -> Result<()> {
+    let mut extents: Vec<Extent> = Vec::with_capacity(arrays.len());
+    let mut members = Vec::with_capacity(arrays.len());
+    for (slot, content) in arrays.iter().enumerate() {
+        let Content::Array {
+            member,
+            header,
+            data,
+            ..
+        } = content
+        else {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "",
+                "read_arrays takes arrays only",
+            ));
+        };
+        let payload = Payload::Npy(Arc::new(expect(header, index.limits(), true)));
+        extents.push(data.extent(0, &payload, index.limits().verify_crc, slot as u32, 0));
+        members.push(*member);
+    }
+    index.run(&extents, &members, outs)
+}

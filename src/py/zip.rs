@@ -1,0 +1,453 @@
+//! Bindings for ZIP and NPZ: `ZipReader`, `NpzReader`, `load_npz_file`, `load_npz_buffer`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use numpy::{PyArrayDescr, PyArrayDescrMethods, PyReadonlyArray1};
+use pyo3::buffer::PyBuffer;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+
+use super::array::{empty, fresh_bytes, numpy_dtype, output, RawOut};
+use super::errors::{invalid_argument, to_py, IntoPyResult};
+use crate::codec::NpyExpect;
+use crate::error::{Error, ErrorKind};
+use crate::npy::Limits;
+use crate::npz::{self, Content, NpzSet};
+use crate::source::{SharedFile, Source};
+use crate::zip::{ZipIndex, ZipLimits};
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<ZipReader>()?;
+    m.add_class::<NpzReader>()?;
+    m.add_function(wrap_pyfunction!(load_npz_file, m)?)?;
+    m.add_function(wrap_pyfunction!(load_npz_buffer, m)?)?;
+    Ok(())
+}
+
+fn limits(verify_crc: bool, max_member_bytes: u64, max_header_size: usize) -> ZipLimits {
+    ZipLimits {
+        verify_crc,
+        max_member_bytes,
+        npy: Limits {
+            max_header_bytes: max_header_size,
+        },
+        ..ZipLimits::default()
+    }
+}
+
+const DEFAULT_MAX_MEMBER: u64 = 4 << 30;
+
+fn batch_shape(rows: usize, sample: &[usize]) -> Vec<usize> {
+    let mut shape = Vec::with_capacity(sample.len() + 1);
+    shape.push(rows);
+    shape.extend_from_slice(sample);
+    shape
+}
+
+fn check_positions(py: Python<'_>, positions: &[i64], len: usize) -> PyResult<Vec<usize>> {
+    crate::plan::resolve_indices(positions, len).py_err(py)
+}
+
+/// Members of one ZIP archive read by name or position. See `packread.ZipReader`.
+#[pyclass(module = "packread._packread", frozen)]
+pub struct ZipReader {
+    index: Arc<ZipIndex<SharedFile>>,
+}
+
+#[pymethods]
+impl ZipReader {
+    #[new]
+    #[pyo3(signature = (path, verify_crc = true, max_member_bytes = DEFAULT_MAX_MEMBER, max_header_size = crate::npy::DEFAULT_MAX_HEADER_BYTES))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        verify_crc: bool,
+        max_member_bytes: u64,
+        max_header_size: usize,
+    ) -> PyResult<Self> {
+        let limits = limits(verify_crc, max_member_bytes, max_header_size);
+        let index = py.detach(|| ZipIndex::open(path, limits)).py_err(py)?;
+        Ok(ZipReader {
+            index: Arc::new(index),
+        })
+    }
+
+    fn __len__(&self) -> usize {
+        self.index.len()
+    }
+
+    #[getter]
+    fn path(&self) -> String {
+        self.index.location().to_string()
+    }
+
+    /// Member names in archive order.
+    fn names<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        PyList::new(py, self.index.members().iter().map(|m| m.name()))
+    }
+
+    /// Positions of `names`; a missing name is a `KeyError`.
+    fn positions(&self, py: Python<'_>, names: Vec<String>) -> PyResult<Vec<usize>> {
+        self.index.positions(&names).py_err(py)
+    }
+
+    /// `(name, size, compressed_size, method, crc32)` of the member at `position`.
+    fn info(&self, py: Python<'_>, position: i64) -> PyResult<(String, u64, u64, u16, u32)> {
+        let i = check_positions(py, &[position], self.index.len())?[0];
+        let m = &self.index.members()[i];
+        Ok((
+            m.name().to_string(),
+            m.size(),
+            m.compressed_size(),
+            m.method(),
+            m.crc32(),
+        ))
+    }
+
+    /// The whole decoded member at `position`.
+    fn read<'py>(&self, py: Python<'py>, position: i64) -> PyResult<Bound<'py, PyBytes>> {
+        let i = check_positions(py, &[position], self.index.len())?[0];
+        let index = &self.index;
+        let data = py.detach(|| index.read(i)).py_err(py)?;
+        Ok(PyBytes::new(py, &data))
+    }
+
+    /// `(dtype, shape)` from the NPY header of the member at `position`, or None if it is not
+    /// an NPY array.
+    fn npy_info<'py>(
+        &self,
+        py: Python<'py>,
+        position: i64,
+    ) -> PyResult<Option<(Bound<'py, PyArrayDescr>, Bound<'py, PyTuple>)>> {
+        let i = check_positions(py, &[position], self.index.len())?[0];
+        let index = &self.index;
+        let Some(header) = py.detach(|| index.npy_header(i)).py_err(py)? else {
+            return Ok(None);
+        };
+        Ok(Some((
+            numpy_dtype(py, &header.dtype)?,
+            PyTuple::new(py, &header.shape)?,
+        )))
+    }
+
+    /// Reads raw members into `out`, whose shape is `(len(positions),) + sample shape`.
+    fn batch_raw_into(
+        &self,
+        py: Python<'_>,
+        positions: PyReadonlyArray1<'_, i64>,
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let positions = check_positions(py, positions.as_slice()?, self.index.len())?;
+        let arr = out
+            .cast::<numpy::PyUntypedArray>()
+            .map_err(|_| invalid_argument(py, "out= must be a numpy.ndarray"))?;
+        let dtype = numpy::PyUntypedArrayMethods::dtype(arr);
+        let shape = numpy::PyUntypedArrayMethods::shape(arr).to_vec();
+        if shape.first() != Some(&positions.len()) {
+            return Err(invalid_argument(
+                py,
+                format!(
+                    "out= has shape {shape:?}, expected {} rows",
+                    positions.len()
+                ),
+            ));
+        }
+        let raw = output(out, &shape, &dtype)?;
+        let sample_bytes = shape[1..].iter().product::<usize>() * dtype.itemsize();
+        let index = &self.index;
+        py.detach(move || {
+            // SAFETY: `out` is alive on the caller's frame for the whole call.
+            index.read_raw_batch(&positions, sample_bytes, unsafe { raw.as_mut_slice() })
+        })
+        .py_err(py)
+    }
+
+    /// Reads `.npy` members, checked against the first one's header, into `out`.
+    fn batch_npy_into(
+        &self,
+        py: Python<'_>,
+        positions: PyReadonlyArray1<'_, i64>,
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let positions = check_positions(py, positions.as_slice()?, self.index.len())?;
+        let Some(&first) = positions.first() else {
+            return Ok(());
+        };
+        let index = &self.index;
+        let header = py
+            .detach(|| index.npy_header(first))
+            .py_err(py)?
+            .ok_or_else(|| {
+                to_py(
+                    py,
+                    Error::new(
+                        ErrorKind::NpyFormat,
+                        format!("{}:{}", index.location(), index.members()[first].name()),
+                        "member is not an NPY array",
+                    ),
+                )
+            })?;
+        let dtype = numpy_dtype(py, &header.dtype)?;
+        let raw = output(out, &batch_shape(positions.len(), &header.shape), &dtype)?;
+        let expect = Arc::new(NpyExpect {
+            dtype: header.dtype,
+            shape: header.shape,
+            limits: index.limits().npy,
+            keep_layout: false,
+        });
+        py.detach(move || {
+            // SAFETY: `out` is alive on the caller's frame for the whole call.
+            index.read_npy_batch(&positions, &expect, unsafe { raw.as_mut_slice() })
+        })
+        .py_err(py)
+    }
+}
+
+/// Many NPZ files with the same keys, one sample each. See `packread.NpzReader`.
+#[pyclass(module = "packread._packread", frozen)]
+pub struct NpzReader {
+    set: Arc<NpzSet>,
+    dtypes: Vec<Py<PyArrayDescr>>,
+}
+
+#[pymethods]
+impl NpzReader {
+    #[new]
+    #[pyo3(signature = (paths, verify_crc = true, max_member_bytes = DEFAULT_MAX_MEMBER, max_header_size = crate::npy::DEFAULT_MAX_HEADER_BYTES))]
+    fn new(
+        py: Python<'_>,
+        paths: Vec<PathBuf>,
+        verify_crc: bool,
+        max_member_bytes: u64,
+        max_header_size: usize,
+    ) -> PyResult<Self> {
+        let limits = limits(verify_crc, max_member_bytes, max_header_size);
+        let set = py.detach(|| NpzSet::open(paths, limits)).py_err(py)?;
+        let dtypes = set
+            .keys()
+            .iter()
+            .map(|k| numpy_dtype(py, &k.expect.dtype).map(Bound::unbind))
+            .collect::<PyResult<_>>()?;
+        Ok(NpzReader {
+            set: Arc::new(set),
+            dtypes,
+        })
+    }
+
+    fn __len__(&self) -> usize {
+        self.set.len()
+    }
+
+    #[getter]
+    fn paths(&self) -> Vec<PathBuf> {
+        self.set.paths().to_vec()
+    }
+
+    /// Keys in the first file's member order.
+    fn keys(&self) -> Vec<String> {
+        self.set.keys().iter().map(|k| k.name.clone()).collect()
+    }
+
+    /// `(dtype, shape)` of one sample of `key`.
+    fn key_info<'py>(
+        &self,
+        py: Python<'py>,
+        key: &str,
+    ) -> PyResult<(Bound<'py, PyArrayDescr>, Bound<'py, PyTuple>)> {
+        let k = self.set.key_position(key).py_err(py)?;
+        Ok((
+            self.dtypes[k].bind(py).clone(),
+            PyTuple::new(py, &self.set.keys()[k].expect.shape)?,
+        ))
+    }
+
+    /// Reads samples `idx` of `keys` into `outs` (one array per key).
+    fn batch_into(
+        &self,
+        py: Python<'_>,
+        idx: PyReadonlyArray1<'_, i64>,
+        keys: Vec<String>,
+        outs: Vec<Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let idx = idx.as_slice()?.to_vec();
+        if keys.len() != outs.len() {
+            return Err(invalid_argument(py, "one output array per key is needed"));
+        }
+        let positions = keys
+            .iter()
+            .map(|k| self.set.key_position(k))
+            .collect::<Result<Vec<_>, _>>()
+            .py_err(py)?;
+        let raws = positions
+            .iter()
+            .zip(&outs)
+            .map(|(&k, out)| {
+                output(
+                    out,
+                    &batch_shape(idx.len(), &self.set.keys()[k].expect.shape),
+                    self.dtypes[k].bind(py),
+                )
+            })
+            .collect::<PyResult<Vec<RawOut>>>()?;
+        let set = &self.set;
+        py.detach(move || {
+            // SAFETY: every `out` is alive on the caller's frame for the whole call; arrays
+            // sharing memory would be written concurrently, so they are refused.
+            let mut slices: Vec<&mut [u8]> =
+                raws.iter().map(|r| unsafe { r.as_mut_slice() }).collect();
+            if overlapping(&slices) {
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
+                    "",
+                    "out= arrays must not share memory",
+                ));
+            }
+            set.read_batch(&idx, &positions, &mut slices)
+        })
+        .py_err(py)
+    }
+}
+
+fn overlapping(slices: &[&mut [u8]]) -> bool {
+    let mut ranges: Vec<(usize, usize)> = slices
+        .iter()
+        .filter(|s| !s.is_empty())
+        .map(|s| (s.as_ptr() as usize, s.len()))
+        .collect();
+    ranges.sort_unstable();
+    ranges.windows(2).any(|w| w[0].0 + w[0].1 > w[1].0)
+}
+
+/// Loads a whole NPZ file: `dict[key, ndarray | bytes]`, as `dict(numpy.load(path))`.
+#[pyfunction]
+#[pyo3(signature = (path, verify_crc = true, max_member_bytes = DEFAULT_MAX_MEMBER, max_header_size = crate::npy::DEFAULT_MAX_HEADER_BYTES))]
+fn load_npz_file<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    verify_crc: bool,
+    max_member_bytes: u64,
+    max_header_size: usize,
+) -> PyResult<Bound<'py, PyDict>> {
+    let limits = limits(verify_crc, max_member_bytes, max_header_size);
+    let (index, contents) = py
+        .detach(|| {
+            let index = ZipIndex::open(path, limits)?;
+            let contents = npz::contents(&index)?;
+            Ok::<_, Error>((index, contents))
+        })
+        .py_err(py)?;
+    load_contents(py, &index, &contents, None)
+}
+
+/// Loads a whole NPZ archive from a bytes-like object. Stored, aligned arrays are zero-copy,
+/// read-only views of `buffer`; compressed ones are inflated in parallel.
+#[pyfunction]
+#[pyo3(signature = (buffer, verify_crc = true, max_member_bytes = DEFAULT_MAX_MEMBER, max_header_size = crate::npy::DEFAULT_MAX_HEADER_BYTES))]
+fn load_npz_buffer<'py>(
+    py: Python<'py>,
+    buffer: &Bound<'py, PyAny>,
+    verify_crc: bool,
+    max_member_bytes: u64,
+    max_header_size: usize,
+) -> PyResult<Bound<'py, PyDict>> {
+    let view = PyBuffer::<u8>::get(buffer)?;
+    if !view.is_c_contiguous() {
+        return Err(invalid_argument(py, "NPZ buffer must be C-contiguous"));
+    }
+    let len = view.len_bytes();
+    let ptr = view.buf_ptr() as *const u8;
+    // SAFETY: `view` keeps the buffer alive and unmoved for this whole call.
+    let bytes: &[u8] = if len == 0 {
+        &[]
+    } else {
+        unsafe { std::slice::from_raw_parts(ptr, len) }
+    };
+    let limits = limits(verify_crc, max_member_bytes, max_header_size);
+    let (index, contents) = py
+        .detach(|| {
+            let index = ZipIndex::from_bytes("<buffer>", bytes, limits)?;
+            let contents = npz::contents(&index)?;
+            Ok::<_, Error>((index, contents))
+        })
+        .py_err(py)?;
+    let ptr = ptr as usize;
+    load_contents(py, &index, &contents, Some((buffer, ptr)))
+}
+
+/// Builds the dict: allocates every array, fills the compressed (or unaligned) ones in one
+/// parallel pass, views stored aligned arrays in place when the archive is in memory.
+fn load_contents<'py, S: Source>(
+    py: Python<'py>,
+    index: &ZipIndex<S>,
+    contents: &[Content],
+    in_memory: Option<(&Bound<'py, PyAny>, usize)>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let numpy = py.import("numpy")?;
+    let dict = PyDict::new(py);
+    let mut to_read: Vec<&Content> = Vec::new();
+    let mut arrays: Vec<Bound<'py, PyAny>> = Vec::new();
+    let mut slots: Vec<(String, Option<usize>, Option<Bound<'py, PyAny>>)> = Vec::new();
+    for content in contents {
+        match content {
+            Content::Array {
+                key, header, data, ..
+            } => {
+                let dtype = numpy_dtype(py, &header.dtype)?;
+                if let (Some((buffer, base)), true) = (in_memory, data.is_stored()) {
+                    let offset = data.data_start as usize + header.data_offset;
+                    let align = dtype.alignment().max(1);
+                    let count: usize = header.shape.iter().product();
+                    if (base + offset) % align == 0 && count > 0 && dtype.itemsize() > 0 {
+                        let kwargs = PyDict::new(py);
+                        kwargs.set_item("dtype", &dtype)?;
+                        kwargs.set_item("count", count)?;
+                        kwargs.set_item("offset", offset)?;
+                        let flat = numpy.call_method("frombuffer", (buffer,), Some(&kwargs))?;
+                        flat.getattr("flags")?.setattr("writeable", false)?;
+                        let shaped = if header.fortran_order {
+                            let rev: Vec<usize> = header.shape.iter().rev().copied().collect();
+                            flat.call_method1("reshape", (PyTuple::new(py, rev)?,))?
+                                .getattr("T")?
+                        } else {
+                            flat.call_method1("reshape", (PyTuple::new(py, &header.shape)?,))?
+                        };
+                        slots.push((key.clone(), None, Some(shaped)));
+                        continue;
+                    }
+                }
+                let arr = empty(py, &header.shape, &dtype, header.fortran_order)?;
+                slots.push((key.clone(), Some(arrays.len()), None));
+                arrays.push(arr);
+                to_read.push(content);
+            }
+            Content::Bytes { key, member } => {
+                let data = py.detach(|| index.read(*member)).py_err(py)?;
+                slots.push((key.clone(), None, Some(PyBytes::new(py, &data).into_any())));
+            }
+        }
+    }
+    let raws = arrays
+        .iter()
+        .map(fresh_bytes)
+        .collect::<PyResult<Vec<RawOut>>>()?;
+    if !to_read.is_empty() {
+        let index_ref = index;
+        let to_read_ref = &to_read;
+        py.detach(move || {
+            // SAFETY: the arrays were just allocated here and stay alive on this frame.
+            let mut outs: Vec<&mut [u8]> =
+                raws.iter().map(|r| unsafe { r.as_mut_slice() }).collect();
+            npz::read_arrays(index_ref, to_read_ref, &mut outs)
+        })
+        .py_err(py)?;
+    }
+    for (key, array, value) in slots {
+        match (array, value) {
+            (Some(a), _) => dict.set_item(key, &arrays[a])?,
+            (None, Some(v)) => dict.set_item(key, v)?,
+            (None, None) => unreachable!(),
+        }
+    }
+    Ok(dict)
+}

@@ -1,0 +1,640 @@
+//! The ZIP indexer: the `zip` crate parses the end record, ZIP64 records and central directory
+//! once; packread keeps per member its local-header offset, sizes, method and CRC-32, and finds
+//! each member's data lazily (one local header read, checked against the central directory) the
+//! first time it is read. Members are then plain extents for the shared executor.
+
+use std::collections::HashMap;
+use std::io::{Cursor, Read, Seek};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use crate::codec::{inflate_prefix, Faults, NpyExpect, Pipeline, Step, Wrapper};
+use crate::error::{Error, ErrorKind, Result};
+use crate::exec::{execute, Dest, Extent};
+use crate::npy::{self, NpyHeader};
+use crate::pool;
+use crate::source::{MemorySource, SharedFile, Source};
+
+pub const ZIP_FAULTS: Faults = Faults {
+    corrupt: ErrorKind::BadZip,
+    overflow: ErrorKind::LimitExceeded,
+};
+
+const STORED: u16 = 0;
+const DEFLATED: u16 = 8;
+const LOCAL_HEADER_LEN: usize = 30;
+const LOCAL_SIGNATURE: u32 = 0x0403_4b50;
+/// DEFLATE cannot expand data more than ~1032:1; a member declaring more is malformed.
+const MAX_DEFLATE_RATIO: u64 = 1032;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ZipLimits {
+    /// Most members an archive may have.
+    pub max_members: usize,
+    /// Largest decoded member read (and so allocated).
+    pub max_member_bytes: u64,
+    /// Check every member's CRC-32.
+    pub verify_crc: bool,
+    /// Limits for NPY headers inside members.
+    pub npy: npy::Limits,
+}
+
+impl Default for ZipLimits {
+    fn default() -> Self {
+        ZipLimits {
+            max_members: 10_000_000,
+            max_member_bytes: 4 << 30,
+            verify_crc: true,
+            npy: npy::Limits::default(),
+        }
+    }
+}
+
+/// One member, as the central directory describes it.
+#[derive(Debug)]
+pub struct Member {
+    name: String,
+    name_raw: Box<[u8]>,
+    header_offset: u64,
+    compressed_size: u64,
+    size: u64,
+    method: u16,
+    crc32: u32,
+    encrypted: bool,
+    /// First byte past this member's room: the next local header or the central directory.
+    end_limit: u64,
+    /// Where the member's data starts, plus one; 0 until its local header was read.
+    data_start: AtomicU64,
+}
+
+impl Member {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    pub fn compressed_size(&self) -> u64 {
+        self.compressed_size
+    }
+
+    /// The ZIP compression method (0 stored, 8 deflated, ...).
+    pub fn method(&self) -> u16 {
+        self.method
+    }
+
+    pub fn crc32(&self) -> u32 {
+        self.crc32
+    }
+
+    pub fn is_encrypted(&self) -> bool {
+        self.encrypted
+    }
+}
+
+/// A readable member's data: where it is and how it is encoded (see [`ZipIndex::member_data`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemberData {
+    pub data_start: u64,
+    pub compressed_size: u64,
+    pub size: u64,
+    pub method: u16,
+    pub crc32: u32,
+}
+
+impl MemberData {
+    pub fn is_stored(&self) -> bool {
+        self.method == STORED
+    }
+
+    /// The extent reading this member from `file` of a source as `payload`.
+    pub fn extent(
+        &self,
+        file: u32,
+        payload: &Payload,
+        verify_crc: bool,
+        out: u32,
+        dst: usize,
+    ) -> Extent {
+        let mut steps = Vec::with_capacity(3);
+        if self.method == DEFLATED {
+            steps.push(Step::Inflate(Wrapper::Raw));
+        }
+        if verify_crc {
+            steps.push(Step::Crc32(self.crc32));
+        }
+        let decoded_len = match payload {
+            Payload::Raw => self.size as usize,
+            Payload::Npy(expect) => {
+                steps.push(Step::NpyStream(expect.clone()));
+                expect.data_len()
+            }
+        };
+        let mut pipeline = Pipeline::new(steps);
+        if self.method == DEFLATED {
+            pipeline = pipeline.with_inner_len(self.size as usize);
+        }
+        Extent {
+            file,
+            offset: self.data_start,
+            stored_len: self.compressed_size as usize,
+            pipeline,
+            decoded_len,
+            out,
+            dest: Dest::At(dst),
+        }
+    }
+}
+
+/// What a member holds, as far as a batch is concerned.
+#[derive(Debug, Clone)]
+pub enum Payload {
+    /// Bytes taken as they are.
+    Raw,
+    /// An NPY stream whose array data is wanted.
+    Npy(Arc<NpyExpect>),
+}
+
+/// An archive's members, and the source their bytes are read from.
+pub struct ZipIndex<S> {
+    source: S,
+    location: String,
+    members: Vec<Member>,
+    by_name: HashMap<String, u32>,
+    limits: ZipLimits,
+}
+
+fn bad(location: &str, msg: impl Into<String>) -> Error {
+    Error::new(ErrorKind::BadZip, location, msg)
+}
+
+impl ZipIndex<SharedFile> {
+    /// Opens an archive on disk and parses its central directory.
+    pub fn open(path: PathBuf, limits: ZipLimits) -> Result<Self> {
+        let file = SharedFile::open(path)?;
+        let location = file.path().display().to_string();
+        let mut reader = file.file();
+        let members = parse_directory(&mut reader, file.len(), &location, &limits)?;
+        Ok(ZipIndex::new(file, location, members, limits))
+    }
+}
+
+impl<'a> ZipIndex<MemorySource<'a>> {
+    /// Parses an archive held in memory.
+    pub fn from_bytes(name: &'a str, bytes: &'a [u8], limits: ZipLimits) -> Result<Self> {
+        let members = parse_directory(&mut Cursor::new(bytes), bytes.len() as u64, name, &limits)?;
+        Ok(ZipIndex::new(
+            MemorySource { name, bytes },
+            name.to_string(),
+            members,
+            limits,
+        ))
+    }
+}
+
+/// Central directory to members, with every offset checked against the archive's layout.
+fn parse_directory<R: Read + Seek>(
+    reader: R,
+    file_len: u64,
+    location: &str,
+    limits: &ZipLimits,
+) -> Result<Vec<Member>> {
+    let archive = zip::ZipArchive::new(reader).map_err(|e| match e {
+        zip::result::ZipError::UnsupportedArchive(msg) => Error::new(
+            ErrorKind::Unsupported,
+            location,
+            format!("unsupported ZIP archive: {msg}"),
+        ),
+        other => bad(location, format!("not a valid ZIP archive: {other}")),
+    })?;
+    if archive.len() > limits.max_members {
+        return Err(Error::new(
+            ErrorKind::LimitExceeded,
+            location,
+            format!(
+                "archive has {} members, more than the limit of {}",
+                archive.len(),
+                limits.max_members
+            ),
+        ));
+    }
+    let cd_start = archive.central_directory_start();
+    if cd_start > file_len {
+        return Err(bad(
+            location,
+            "central directory starts past the end of the file",
+        ));
+    }
+    let mut members = Vec::with_capacity(archive.len());
+    for i in 0..archive.len() {
+        let entry = archive
+            .by_index_data(i)
+            .map_err(|e| bad(location, format!("central directory entry {i}: {e}")))?;
+        let name_raw: Box<[u8]> = entry.name_raw().into();
+        let name = entry
+            .name()
+            .map(|n| n.into_owned())
+            .unwrap_or_else(|_| String::from_utf8_lossy(&name_raw).into_owned());
+        let header_offset = entry.header_start();
+        if header_offset >= cd_start {
+            return Err(bad(
+                location,
+                format!("member {name:?}: local header offset {header_offset} is inside or past the central directory ({cd_start})"),
+            ));
+        }
+        if header_offset.checked_add(entry.compressed_size()).is_none() {
+            return Err(bad(location, format!("member {name:?}: sizes overflow")));
+        }
+        // The raw method id: with the crate's codecs off, every method but "stored" is
+        // `Unsupported(id)`, so the id is the one thing worth keeping.
+        #[allow(deprecated)]
+        let method = entry.compression().to_u16();
+        members.push(Member {
+            name,
+            name_raw,
+            header_offset,
+            compressed_size: entry.compressed_size(),
+            size: entry.size(),
+            method,
+            crc32: entry.crc32(),
+            encrypted: entry.encrypted(),
+            end_limit: cd_start,
+            data_start: AtomicU64::new(0),
+        });
+    }
+    // Each member's room ends where the next local header starts: data running past it
+    // overlaps another member (the zip-bomb pattern) and is refused when read.
+    let mut order: Vec<usize> = (0..members.len()).collect();
+    order.sort_unstable_by_key(|&i| members[i].header_offset);
+    for pair in order.windows(2) {
+        let (a, b) = (pair[0], pair[1]);
+        if members[a].header_offset == members[b].header_offset {
+            return Err(bad(
+                location,
+                format!(
+                    "members {:?} and {:?} overlap (same local header)",
+                    members[a].name, members[b].name
+                ),
+            ));
+        }
+        members[a].end_limit = members[b].header_offset;
+    }
+    Ok(members)
+}
+
+impl<S: Source> ZipIndex<S> {
+    fn new(source: S, location: String, members: Vec<Member>, limits: ZipLimits) -> Self {
+        let by_name = members
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.name.clone(), i as u32))
+            .collect();
+        ZipIndex {
+            source,
+            location,
+            members,
+            by_name,
+            limits,
+        }
+    }
+
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    pub fn members(&self) -> &[Member] {
+        &self.members
+    }
+
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    pub fn limits(&self) -> &ZipLimits {
+        &self.limits
+    }
+
+    /// The position of member `name` (the last one, if the name repeats).
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.by_name.get(name).map(|&i| i as usize)
+    }
+
+    /// Positions for names; a missing one is a `KeyError` naming it.
+    pub fn positions<T: AsRef<str>>(&self, names: &[T]) -> Result<Vec<usize>> {
+        names
+            .iter()
+            .map(|n| {
+                self.position(n.as_ref()).ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::Key,
+                        &self.location,
+                        format!("there is no member named {:?}", n.as_ref()),
+                    )
+                })
+            })
+            .collect()
+    }
+
+    fn member_location(&self, i: usize) -> String {
+        format!("{}:{}", self.location, self.members[i].name)
+    }
+
+    /// Where member `i`'s data starts, reading and checking its local header the first time.
+    pub fn data_start(&self, i: usize) -> Result<u64> {
+        let m = &self.members[i];
+        let known = m.data_start.load(Ordering::Relaxed);
+        if known != 0 {
+            return Ok(known - 1);
+        }
+        let at = || self.member_location(i);
+        let fixed_end = m.header_offset + LOCAL_HEADER_LEN as u64;
+        if fixed_end > m.end_limit {
+            return Err(bad(&at(), "local header overlaps the next member"));
+        }
+        let mut h = [0u8; LOCAL_HEADER_LEN];
+        self.source
+            .read_at(0, m.header_offset, &mut h)
+            .map_err(|e| e.at(at()))?;
+        let u16_at = |o: usize| u16::from_le_bytes([h[o], h[o + 1]]);
+        let u32_at = |o: usize| u32::from_le_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
+        if u32_at(0) != LOCAL_SIGNATURE {
+            return Err(bad(
+                &at(),
+                format!("no local header at offset {}", m.header_offset),
+            ));
+        }
+        let flags = u16_at(6);
+        let method = u16_at(8);
+        let (crc, csize, usize_) = (u32_at(14), u32_at(18), u32_at(22));
+        let (name_len, extra_len) = (usize::from(u16_at(26)), usize::from(u16_at(28)));
+        if flags & 1 != 0 && !m.encrypted {
+            return Err(bad(
+                &at(),
+                "local header says encrypted, central directory does not",
+            ));
+        }
+        if method != m.method {
+            return Err(bad(
+                &at(),
+                format!(
+                    "local header has method {method}, central directory {}",
+                    m.method
+                ),
+            ));
+        }
+        // With a data descriptor (flag bit 3) the local fields are zero; 0xFFFFFFFF defers
+        // to ZIP64 extra fields. Otherwise they must agree with the directory.
+        if flags & 8 == 0 {
+            let agree = |local: u32, central: u64| local == u32::MAX || u64::from(local) == central;
+            if crc != m.crc32 || !agree(csize, m.compressed_size) || !agree(usize_, m.size) {
+                return Err(bad(
+                    &at(),
+                    "local header disagrees with the central directory on CRC or sizes",
+                ));
+            }
+        }
+        let data_start = fixed_end + (name_len + extra_len) as u64;
+        if name_len != m.name_raw.len() || data_start > m.end_limit {
+            return Err(bad(
+                &at(),
+                "local header disagrees with the central directory on the name",
+            ));
+        }
+        let mut name = vec![0u8; name_len];
+        self.source
+            .read_at(0, fixed_end, &mut name)
+            .map_err(|e| e.at(at()))?;
+        if *name != *m.name_raw {
+            return Err(bad(
+                &at(),
+                format!("local header names {:?}", String::from_utf8_lossy(&name)),
+            ));
+        }
+        if data_start
+            .checked_add(m.compressed_size)
+            .is_none_or(|end| end > m.end_limit)
+        {
+            return Err(bad(
+                &at(),
+                "member data overlaps the next member or the central directory",
+            ));
+        }
+        m.data_start.store(data_start + 1, Ordering::Relaxed);
+        Ok(data_start)
+    }
+
+    /// Refuses members packread cannot or will not decode, before any allocation.
+    fn check_readable(&self, i: usize) -> Result<()> {
+        let m = &self.members[i];
+        let at = || self.member_location(i);
+        if m.encrypted {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                at(),
+                "member is encrypted",
+            ));
+        }
+        match m.method {
+            STORED if m.compressed_size != m.size => Err(bad(
+                &at(),
+                format!(
+                    "stored member has {} compressed but {} uncompressed bytes",
+                    m.compressed_size, m.size
+                ),
+            )),
+            STORED | DEFLATED => {
+                if m.size > self.limits.max_member_bytes {
+                    return Err(Error::new(
+                        ErrorKind::LimitExceeded,
+                        at(),
+                        format!(
+                            "member is {} bytes, more than the limit of {} (max_member_bytes)",
+                            m.size, self.limits.max_member_bytes
+                        ),
+                    ));
+                }
+                if m.method == DEFLATED
+                    && m.size > m.compressed_size.saturating_mul(MAX_DEFLATE_RATIO) + 1024
+                {
+                    return Err(Error::new(
+                        ErrorKind::LimitExceeded,
+                        at(),
+                        format!(
+                            "member declares {} bytes from {} compressed: more than DEFLATE can produce",
+                            m.size, m.compressed_size
+                        ),
+                    ));
+                }
+                Ok(())
+            }
+            other => Err(Error::new(
+                ErrorKind::Unsupported,
+                at(),
+                format!(
+                    "compression method {other} ({}) is not supported; only stored and deflated",
+                    zip::CompressionMethod::name_from_u16(other)
+                ),
+            )),
+        }
+    }
+
+    /// Everything needed to read member `i`: checked, local header found.
+    pub fn member_data(&self, i: usize) -> Result<MemberData> {
+        self.check_readable(i)?;
+        let m = &self.members[i];
+        Ok(MemberData {
+            data_start: self.data_start(i)?,
+            compressed_size: m.compressed_size,
+            size: m.size,
+            method: m.method,
+            crc32: m.crc32,
+        })
+    }
+
+    /// An extent reading member `i` as `payload` into output `out` at `dst`.
+    pub fn extent(&self, i: usize, payload: &Payload, out: u32, dst: usize) -> Result<Extent> {
+        Ok(self
+            .member_data(i)?
+            .extent(0, payload, self.limits.verify_crc, out, dst))
+    }
+
+    /// Finds the data of `members` (local headers read in parallel), then builds one extent
+    /// per member with `plan`.
+    pub fn extents(
+        &self,
+        members: &[usize],
+        plan: impl Fn(usize, usize) -> Result<Extent> + Sync,
+    ) -> Result<Vec<Extent>> {
+        pool::install(|| {
+            members
+                .par_iter()
+                .enumerate()
+                .map(|(k, &i)| plan(k, i))
+                .collect()
+        })
+    }
+
+    /// Runs extents built for `members` (the k-th extent reads `members[k]`).
+    pub fn run(&self, extents: &[Extent], members: &[usize], outs: &mut [&mut [u8]]) -> Result<()> {
+        pool::install(|| execute(&self.source, extents, outs, ZIP_FAULTS))
+            .map_err(|f| f.error.at(self.member_location(members[f.extent])))
+    }
+
+    /// The whole decoded member `i` (CRC-checked).
+    pub fn read(&self, i: usize) -> Result<Vec<u8>> {
+        let extent = self.extent(i, &Payload::Raw, 0, 0)?;
+        let mut out = vec![0u8; self.members[i].size as usize];
+        self.run(std::slice::from_ref(&extent), &[i], &mut [&mut out])?;
+        Ok(out)
+    }
+
+    /// Reads raw members of `sample_bytes` each into `out`, one after another.
+    pub fn read_raw_batch(
+        &self,
+        members: &[usize],
+        sample_bytes: usize,
+        out: &mut [u8],
+    ) -> Result<()> {
+        crate::npy::check_out_len(out.len(), members.len(), sample_bytes)?;
+        let extents = self.extents(members, |k, i| {
+            let m = &self.members[i];
+            if m.size != sample_bytes as u64 {
+                return Err(Error::new(
+                    ErrorKind::Inconsistent,
+                    self.member_location(i),
+                    format!(
+                        "member is {} bytes, but the dtype and shape need {sample_bytes}",
+                        m.size
+                    ),
+                ));
+            }
+            self.extent(i, &Payload::Raw, 0, k * sample_bytes)
+        })?;
+        self.run(&extents, members, &mut [out])
+    }
+
+    /// Reads `.npy` members, each checked against `expect`, stacked in C order into `out`.
+    pub fn read_npy_batch(
+        &self,
+        members: &[usize],
+        expect: &Arc<NpyExpect>,
+        out: &mut [u8],
+    ) -> Result<()> {
+        let n = expect.data_len();
+        crate::npy::check_out_len(out.len(), members.len(), n)?;
+        let payload = Payload::Npy(expect.clone());
+        let extents = self.extents(members, |k, i| self.extent(i, &payload, 0, k * n))?;
+        self.run(&extents, members, &mut [out])
+    }
+
+    /// The NPY header at the start of member `i`, or `None` if the member is not NPY.
+    pub fn npy_header(&self, i: usize) -> Result<Option<NpyHeader>> {
+        self.check_readable(i)?;
+        let m = &self.members[i];
+        let at = self.member_location(i);
+        let start = self.data_start(i)?;
+        // Most headers are 128 bytes: probe a little, and read more only if the header says so.
+        let mut want = 512.min(m.size as usize);
+        loop {
+            let prefix = self.member_prefix(i, start, want)?;
+            if !prefix.starts_with(npy::MAGIC) {
+                return Ok(None);
+            }
+            if prefix.len() < 12 {
+                return Err(Error::new(
+                    ErrorKind::NpyFormat,
+                    at,
+                    "NPY header runs past the end of the member",
+                ));
+            }
+            let end = npy::header_end(&prefix, m.size as usize, &at, &self.limits.npy)?;
+            if end <= prefix.len() {
+                return npy::parse_header(&prefix, m.size as usize, &at, &self.limits.npy)
+                    .map(Some);
+            }
+            if want >= m.size as usize {
+                return Err(Error::new(
+                    ErrorKind::NpyFormat,
+                    at,
+                    "NPY header runs past the end of the member",
+                ));
+            }
+            want = end;
+        }
+    }
+
+    /// The first `want` decoded bytes of member `i` (whose data starts at `start`).
+    fn member_prefix(&self, i: usize, start: u64, want: usize) -> Result<Vec<u8>> {
+        let m = &self.members[i];
+        let at = || self.member_location(i);
+        if m.method == STORED {
+            let mut buf = vec![0u8; want];
+            self.source
+                .read_at(0, start, &mut buf)
+                .map_err(|e| e.at(at()))?;
+            return Ok(buf);
+        }
+        // Even incompressible data costs a deflate stream at most ~1.13x its size (fixed
+        // Huffman codes); never read past the member.
+        let take = (want as u64 + want as u64 / 4 + 4096).min(m.compressed_size) as usize;
+        let mut z = vec![0u8; take];
+        self.source
+            .read_at(0, start, &mut z)
+            .map_err(|e| e.at(at()))?;
+        inflate_prefix(&z, want, ZIP_FAULTS).map_err(|e| e.at(at()))
+    }
+
+    /// Where the bytes are read from.
+    pub fn source(&self) -> &S {
+        &self.source
+    }
+}
