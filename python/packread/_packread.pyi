@@ -7,9 +7,13 @@ from numpy.typing import NDArray
 
 __all__ = [
     "NpyReader",
+    "NpzReader",
+    "ZipReader",
     "__version__",
     "get_num_threads",
     "load_npy_file",
+    "load_npz_buffer",
+    "load_npz_file",
     "parse_npy_buffer",
     "set_num_threads",
 ]
@@ -35,3 +39,54 @@ class NpyReader:
     @property
     def paths(self) -> list[str]: ...
     def batch_into(self, idx: NDArray[np.int64], out: NDArray[Any]) -> None: ...
+
+@final
+class ZipReader:
+    def __new__(
+        cls,
+        path: str | os.PathLike[str],
+        verify_crc: bool = ...,
+        max_member_bytes: int = ...,
+        max_header_size: int = ...,
+    ) -> ZipReader: ...
+    def __len__(self) -> int: ...
+    @property
+    def path(self) -> str: ...
+    def names(self) -> list[str]: ...
+    def positions(self, names: list[str]) -> list[int]: ...
+    def info(self, position: int) -> tuple[str, int, int, int, int]: ...
+    def read(self, position: int) -> bytes: ...
+    def npy_info(self, position: int) -> tuple[np.dtype[Any], tuple[int, ...]] | None: ...
+    def batch_raw_into(self, positions: NDArray[np.int64], out: NDArray[Any]) -> None: ...
+    def batch_npy_into(self, positions: NDArray[np.int64], out: NDArray[Any]) -> None: ...
+
+@final
+class NpzReader:
+    def __new__(
+        cls,
+        paths: list[str | os.PathLike[str]],
+        verify_crc: bool = ...,
+        max_member_bytes: int = ...,
+        max_header_size: int = ...,
+    ) -> NpzReader: ...
+    def __len__(self) -> int: ...
+    @property
+    def paths(self) -> list[str]: ...
+    def keys(self) -> list[str]: ...
+    def key_info(self, key: str) -> tuple[np.dtype[Any], tuple[int, ...]]: ...
+    def batch_into(
+        self, idx: NDArray[np.int64], keys: list[str], outs: list[NDArray[Any]]
+    ) -> None: ...
+
+def load_npz_file(
+    path: str | os.PathLike[str],
+    verify_crc: bool = ...,
+    max_member_bytes: int = ...,
+    max_header_size: int = ...,
+) -> dict[str, NDArray[Any] | bytes]: ...
+def load_npz_buffer(
+    buffer: Any,
+    verify_crc: bool = ...,
+    max_member_bytes: int = ...,
+    max_header_size: int = ...,
+) -> dict[str, NDArray[Any] | bytes]: ...
