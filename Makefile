@@ -34,7 +34,7 @@ demo: develop
 test: develop
 	$(MAKE) --no-print-directory rust-test py-test lint
 
-rust-test:
+rust-test: $(STAMP)
 	cargo test --quiet
 
 py-test: develop

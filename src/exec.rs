@@ -295,3 +295,38 @@ fn run(
         }),
     }
 }
+
+/// Copies pieces of already-decoded buffers (cached chunks) into `out` in parallel, after the
+/// same bounds and overlap checks [`execute`] makes.
+pub fn scatter(from: &[(&[u8], &[Piece])], out: &mut [u8]) -> Result<(), Error> {
+    let len = out.len();
+    let mut writes: Vec<(usize, usize)> = Vec::new();
+    for (bytes, pieces) in from {
+        for p in pieces.iter() {
+            let src_ok = p.src.checked_add(p.len).is_some_and(|e| e <= bytes.len());
+            let dst_ok = p.dst.checked_add(p.len).is_some_and(|e| e <= len);
+            if !src_ok || !dst_ok {
+                return Err(internal(0, format!("piece {p:?} out of bounds")).error);
+            }
+            if p.len > 0 {
+                writes.push((p.dst, p.len));
+            }
+        }
+    }
+    writes.sort_unstable();
+    if writes.windows(2).any(|w| w[0].0 + w[0].1 > w[1].0) {
+        return Err(internal(0, "two pieces write the same output bytes".into()).error);
+    }
+    let output = Output {
+        ptr: out.as_mut_ptr(),
+        len,
+    };
+    from.par_iter().for_each(|(bytes, pieces)| {
+        for p in pieces.iter() {
+            // SAFETY: checked above: in bounds, and no two pieces overlap.
+            let target = unsafe { output.slice(p.dst, p.len) };
+            target.copy_from_slice(&bytes[p.src..p.src + p.len]);
+        }
+    });
+    Ok(())
+}

@@ -8,6 +8,7 @@ pub mod codec;
 pub mod dtype;
 pub mod error;
 pub mod exec;
+pub mod hdf5;
 pub mod literal;
 pub mod npy;
 pub mod npz;

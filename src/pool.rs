@@ -88,9 +88,60 @@ pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     current().pool.install(f)
 }
 
+/// Pools of a fixed size, for readers given their own `num_threads`.
+static SIZED: ArcSwapOption<Vec<Arc<Pool>>> = ArcSwapOption::const_empty();
+
+/// Runs `f` in a pool of `threads` threads (this process's shared pool when `None`).
+pub fn install_with<R: Send>(threads: Option<usize>, f: impl FnOnce() -> R + Send) -> R {
+    let Some(threads) = threads.filter(|&n| n > 0).map(|n| n.min(MAX_THREADS)) else {
+        return install(f);
+    };
+    let pid = std::process::id();
+    let pools = SIZED.load_full();
+    if let Some(p) = pools
+        .iter()
+        .flat_map(|v| v.iter())
+        .find(|p| p.pid == pid && p.threads == threads)
+    {
+        return p.pool.install(f);
+    }
+    let pool = ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("packread-{i}"))
+        .build()
+        .expect("failed to start a packread thread pool");
+    let fresh = Arc::new(Pool {
+        pid,
+        requested: threads,
+        threads,
+        pool,
+    });
+    // Keep this process's pools; leak (never drop) those inherited from a parent.
+    let mut next: Vec<Arc<Pool>> = Vec::new();
+    if let Some(old) = pools {
+        for p in old.iter() {
+            if p.pid == pid {
+                next.push(p.clone());
+            } else {
+                std::mem::forget(p.clone());
+            }
+        }
+    }
+    next.push(fresh.clone());
+    SIZED.store(Some(Arc::new(next)));
+    fresh.pool.install(f)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sized_pools() {
+        assert_eq!(install_with(Some(3), rayon::current_num_threads), 3);
+        assert_eq!(install_with(Some(2), rayon::current_num_threads), 2);
+        assert_eq!(install_with(Some(3), rayon::current_num_threads), 3);
+    }
 
     #[test]
     fn pool_follows_the_requested_size() {

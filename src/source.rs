@@ -126,6 +126,12 @@ impl SharedFile {
         let location = path.display().to_string();
         let file = File::open(&path).map_err(|e| Error::io(&location, e))?;
         let meta = file.metadata().map_err(|e| Error::io(&location, e))?;
+        if meta.is_dir() {
+            return Err(Error::io(
+                location,
+                io::Error::from(io::ErrorKind::IsADirectory),
+            ));
+        }
         if !meta.is_file() {
             return Err(Error::new(ErrorKind::Io, location, "not a regular file"));
         }

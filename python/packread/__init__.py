@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import errors
+from ._hdf5 import HDF5Dataset, HDF5Reader
 from ._npy import NpyReader, load_npy
 from ._packread import __version__, get_num_threads, set_num_threads
 from ._zip import NpzReader, ZipMemberInfo, ZipReader, load_npz
@@ -21,7 +22,9 @@ from .errors import (
 
 __all__ = [
     "BadZipError",
+    "HDF5Dataset",
     "HDF5Error",
+    "HDF5Reader",
     "InconsistentError",
     "IndexOutOfRangeError",
     "InvalidArgumentError",

@@ -6,6 +6,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 __all__ = [
+    "HDF5Reader",
     "NpyReader",
     "NpzReader",
     "ZipReader",
@@ -90,3 +91,22 @@ def load_npz_buffer(
     max_member_bytes: int = ...,
     max_header_size: int = ...,
 ) -> dict[str, NDArray[Any] | bytes]: ...
+
+@final
+class HDF5Reader:
+    def __new__(
+        cls,
+        path: str | os.PathLike[str],
+        datasets: list[str] | None = ...,
+        num_threads: int | None = ...,
+        cache_bytes: int = ...,
+    ) -> HDF5Reader: ...
+    def __len__(self) -> int: ...
+    @property
+    def path(self) -> str: ...
+    def names(self) -> list[str]: ...
+    def skipped(self) -> dict[str, str]: ...
+    def info(self, name: str) -> dict[str, Any]: ...
+    def batch_into(
+        self, idx: NDArray[np.int64], names: list[str], outs: list[NDArray[Any]]
+    ) -> None: ...

@@ -2,12 +2,14 @@
 //! Every format describes its encoding as a [`Pipeline`]; the executor runs it.
 
 mod deflate;
+mod hdf5_filters;
 mod npy_stream;
 mod transpose;
 
 use std::sync::Arc;
 
 pub use deflate::{inflate, inflate_prefix, Wrapper};
+pub use hdf5_filters::{fletcher32, lzf_decompress, strip_fletcher32, unshuffle};
 pub use npy_stream::{npy_stream_to_c, NpyExpect};
 pub use transpose::fortran_to_c;
 
@@ -50,6 +52,15 @@ pub enum Step {
         shape: Arc<[usize]>,
         itemsize: usize,
     },
+    /// Checks and strips HDF5's Fletcher-32 trailer.
+    Fletcher32,
+    /// Undoes HDF5's byte shuffle of `itemsize`-byte elements.
+    Unshuffle { itemsize: usize },
+    /// Decodes an LZF block (h5py's LZF filter).
+    Lzf,
+    /// Ignores the input: the output is this pattern repeated (an HDF5 chunk never written,
+    /// which reads as the fill value).
+    Fill(Arc<[u8]>),
 }
 
 impl Step {
@@ -57,12 +68,13 @@ impl Step {
         matches!(self, Step::Crc32(_))
     }
 
-    /// Length this transform produces; `size_hint` is the stored length of the stream's
-    /// decoded form where the format knows it, else the pipeline's final length.
-    fn output_len(&self, size_hint: usize, final_len: usize) -> usize {
+    /// Length this transform produces from `input_len` bytes; `size_hint` is the decoded
+    /// length of a compressed stream (the final length unless a later step changes it).
+    fn output_len(&self, input_len: usize, size_hint: usize) -> usize {
         match self {
-            Step::Inflate(_) => size_hint,
-            _ => final_len,
+            Step::Fletcher32 => input_len.saturating_sub(4),
+            Step::Unshuffle { .. } => input_len,
+            _ => size_hint,
         }
     }
 
@@ -72,6 +84,15 @@ impl Step {
             Step::NpyStream(expect) => npy_stream_to_c(input, out, expect),
             Step::FortranToC { shape, itemsize } => {
                 fortran_to_c(input, out, shape, *itemsize).map_err(|m| faults.corrupt(m))
+            }
+            Step::Fletcher32 => strip_fletcher32(input, out).map_err(|m| faults.corrupt(m)),
+            Step::Unshuffle { itemsize } => {
+                unshuffle(input, out, *itemsize).map_err(|m| faults.corrupt(m))
+            }
+            Step::Lzf => lzf_decompress(input, out).map_err(|m| faults.corrupt(m)),
+            Step::Fill(pattern) => {
+                fill(out, pattern);
+                Ok(())
             }
             Step::Crc32(_) => unreachable!("checks are not transforms"),
         }
@@ -89,6 +110,17 @@ impl Step {
                 Ok(())
             }
             _ => unreachable!("transforms are not checks"),
+        }
+    }
+}
+
+/// Fills `out` with `pattern` repeated (zeros if the pattern is empty or all zero).
+pub fn fill(out: &mut [u8], pattern: &[u8]) {
+    if pattern.iter().all(|&b| b == 0) {
+        out.fill(0);
+    } else {
+        for (dst, src) in out.iter_mut().zip(pattern.iter().cycle()) {
+            *dst = *src;
         }
     }
 }
@@ -208,7 +240,7 @@ impl Pipeline {
                 len = out.len();
                 continue;
             }
-            let next = step.output_len(self.inner_len.unwrap_or(out.len()), out.len());
+            let next = step.output_len(len, self.inner_len.unwrap_or(out.len()));
             let (dst, src): (&mut Vec<u8>, &[u8]) = match at {
                 At::Input => (&mut *a, input),
                 At::Tmp(0) => (&mut *b, &a[..len]),

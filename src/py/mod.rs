@@ -3,6 +3,7 @@
 
 mod array;
 mod errors;
+mod hdf5;
 mod npy;
 mod zip;
 
@@ -15,6 +16,7 @@ fn _packread(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
     npy::register(m)?;
     zip::register(m)?;
+    hdf5::register(m)?;
     Ok(())
 }
 

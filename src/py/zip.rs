@@ -309,7 +309,7 @@ impl NpzReader {
     }
 }
 
-fn overlapping(slices: &[&mut [u8]]) -> bool {
+pub(super) fn overlapping(slices: &[&mut [u8]]) -> bool {
     let mut ranges: Vec<(usize, usize)> = slices
         .iter()
         .filter(|s| !s.is_empty())

@@ -1,0 +1,168 @@
+"""HDF5 datasets read as batches along their first axis (:class:`HDF5Reader`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any, Union
+
+import numpy as np
+
+from . import _packread
+from ._common import Indices, as_indices, new_output
+from .errors import InvalidArgumentError
+
+#: Decoded chunks kept between batches by default (chunks holding several samples).
+DEFAULT_CACHE_BYTES = 32 << 20
+
+Out = Union[np.ndarray, dict[str, np.ndarray], None]
+
+
+def _read(
+    inner: _packread.HDF5Reader,
+    datasets: dict[str, HDF5Dataset],
+    names: list[str],
+    rows: Any,
+    out: dict[str, np.ndarray] | None,
+) -> dict[str, np.ndarray]:
+    """Samples ``rows`` of ``names`` into new arrays, or those of ``out``."""
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    result = dict(out) if out is not None else {}
+    unknown = set(result) - set(names)
+    if unknown:
+        raise InvalidArgumentError(
+            f"out= names datasets this reader does not read: {sorted(unknown)}"
+        )
+    for n in names:
+        if n not in result:
+            ds = datasets[n]
+            result[n] = new_output(len(rows), ds.shape[1:], ds.dtype)
+    inner.batch_into(rows, names, [result[n] for n in names])
+    return {n: result[n] for n in names}
+
+
+class HDF5Dataset:
+    """One dataset of an :class:`HDF5Reader`: its metadata, and reads along the first axis."""
+
+    def __init__(
+        self, inner: _packread.HDF5Reader, name: str, info: dict[str, Any], reopen: tuple[Any, ...]
+    ) -> None:
+        # The extension object, not the Python reader: no reference cycle keeps a dropped
+        # reader's file open.
+        self._inner = inner
+        self._reopen = reopen
+        self.name = name
+        self.dtype: np.dtype[Any] = info["dtype"]
+        self.shape: tuple[int, ...] = info["shape"]
+        self.chunks: tuple[int, ...] | None = info["chunks"]
+        #: The filter pipeline in write order: ``(id, name, parameters)``.
+        self.filters: list[tuple[int, str, tuple[int, ...]]] = info["filters"]
+        #: How packread reads it (pread + decode, or libhdf5 and why).
+        self.read_path: str = info["read_path"]
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def read(self, sel: int | Indices, out: np.ndarray | None = None) -> np.ndarray:
+        """Samples along the first axis: an int gives one sample, anything else a batch."""
+        me = {self.name: self}
+        if isinstance(sel, (int, np.integer)):
+            return _read(self._inner, me, [self.name], [int(sel)], None)[self.name][0]
+        rows = as_indices(sel, len(self))
+        outs = None if out is None else {self.name: out}
+        return _read(self._inner, me, [self.name], rows, outs)[self.name]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_reopen_dataset, (*self._reopen, self.name))
+
+    def __repr__(self) -> str:
+        return (
+            f"<HDF5Dataset {self.name!r} shape={self.shape} dtype={self.dtype} "
+            f"chunks={self.chunks}>"
+        )
+
+
+class HDF5Reader:
+    """Datasets of one HDF5 file (h5py or PyTables), read as batches with the GIL released.
+
+    ``datasets`` is one dataset path (``batch`` returns an array), a list of paths, or
+    ``None``: every dataset whose first dimension is the file's common sample count (``batch``
+    returns a dict; ``skipped`` says what was left out and why). libhdf5 is used at open to
+    find every chunk; batches are then read with ``pread`` and decoded in parallel outside its
+    lock. ``cache_bytes`` bounds the decoded chunks kept for the next batch (0 disables);
+    ``num_threads`` gives this reader a pool of its own. Pickles by path.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        datasets: str | Sequence[str] | None = None,
+        *,
+        num_threads: int | None = None,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+    ) -> None:
+        if cache_bytes < 0:
+            raise InvalidArgumentError(f"cache_bytes must be >= 0, not {cache_bytes}")
+        if num_threads is not None and num_threads < 1:
+            raise InvalidArgumentError(f"num_threads must be >= 1, not {num_threads}")
+        self._args = (os.fspath(path), datasets)
+        self._options = {"num_threads": num_threads, "cache_bytes": cache_bytes}
+        self._single = isinstance(datasets, str)
+        names = [datasets] if isinstance(datasets, str) else datasets
+        self._inner = _packread.HDF5Reader(
+            os.fspath(path), None if names is None else list(names), num_threads, cache_bytes
+        )
+        self._datasets = {
+            k.lstrip("/"): HDF5Dataset(
+                self._inner, k.lstrip("/"), self._inner.info(k), (self._args, self._options)
+            )
+            for k in self._inner.names()
+        }
+
+    @property
+    def path(self) -> str:
+        return self._inner.path
+
+    def keys(self) -> list[str]:
+        return list(self._datasets)
+
+    def __len__(self) -> int:
+        """The number of samples (the datasets' common first dimension)."""
+        return len(self._inner)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lstrip("/") in self._datasets
+
+    def __getitem__(self, name: str) -> HDF5Dataset:
+        return self._datasets[name.lstrip("/")]
+
+    @property
+    def skipped(self) -> dict[str, str]:
+        """Datasets left out of ``datasets=None``, with the reason."""
+        return {k.lstrip("/"): v for k, v in self._inner.skipped().items()}
+
+    def batch(self, idx: Indices, out: Out = None) -> np.ndarray | dict[str, np.ndarray]:
+        """Samples ``idx`` (order, duplicates and negatives kept) of every dataset, stacked:
+        an array for a reader of one dataset, else a dict; into ``out`` when given."""
+        rows = as_indices(idx, len(self))
+        names = list(self._datasets)
+        if self._single:
+            outs = None if out is None else {names[0]: out}
+            return _read(self._inner, self._datasets, names, rows, outs)[names[0]]
+        if out is not None and not isinstance(out, dict):
+            raise TypeError("out= must be a dict of arrays for a reader of several datasets")
+        return _read(self._inner, self._datasets, names, rows, out)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_reopen_hdf5, (self._args, self._options))
+
+    def __repr__(self) -> str:
+        return f"HDF5Reader({self.path!r}, {len(self)} samples, datasets={self.keys()})"
+
+
+def _reopen_hdf5(args: tuple[str, Any], options: dict[str, Any]) -> HDF5Reader:
+    return HDF5Reader(*args, **options)
+
+
+def _reopen_dataset(args: tuple[str, Any], options: dict[str, Any], name: str) -> HDF5Dataset:
+    return HDF5Reader(*args, **options)[name]

@@ -1,0 +1,392 @@
+//! Everything packread asks libhdf5, all at open and under its lock: the datasets of a file,
+//! and for each its dtype, shape, layout, filter pipeline, fill value and chunk index.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+
+use hdf5_sys::h5::{haddr_t, hsize_t, H5_index_t, H5_iter_order_t};
+use hdf5_sys::h5d::H5D_fill_value_t;
+use hdf5_sys::h5d::{
+    H5D_fill_time_t, H5D_layout_t, H5D_space_status_t, H5Dchunk_iter, H5Dget_create_plist,
+    H5Dget_offset, H5Dget_space, H5Dget_space_status, H5Dget_type,
+};
+use hdf5_sys::h5i::hid_t;
+use hdf5_sys::h5o::{H5O_info2_t, H5O_type_t, H5Ovisit3, H5O_INFO_BASIC};
+use hdf5_sys::h5p::{
+    H5Pclose, H5Pfill_value_defined, H5Pget_chunk, H5Pget_external_count, H5Pget_fill_time,
+    H5Pget_fill_value, H5Pget_filter2, H5Pget_layout, H5Pget_nfilters, H5P_DEFAULT,
+};
+use hdf5_sys::h5s::{H5Sclose, H5Sget_simple_extent_dims, H5Sget_simple_extent_ndims};
+use hdf5_sys::h5t::H5Tclose;
+use hdf5_sys::h5z::H5Zfilter_avail;
+
+use super::types::descr_of;
+use crate::dtype::DType;
+use crate::error::{Error, ErrorKind, Result};
+
+pub const FILTER_DEFLATE: u32 = 1;
+pub const FILTER_SHUFFLE: u32 = 2;
+pub const FILTER_FLETCHER32: u32 = 3;
+pub const FILTER_LZF: u32 = 32000;
+
+/// One filter of a dataset's pipeline, in the order it was applied when writing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Filter {
+    pub id: u32,
+    pub name: String,
+    pub params: Vec<u32>,
+    /// Whether this build of libhdf5 can decode it (used when packread cannot).
+    pub available: bool,
+}
+
+/// Where a chunk's bytes are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkLoc {
+    pub addr: u64,
+    pub size: u64,
+    /// Bit `i` set: filter `i` was skipped for this chunk.
+    pub mask: u32,
+}
+
+/// How a dataset's bytes are stored.
+#[derive(Debug)]
+pub enum Layout {
+    /// One block; `None` if it was never written (reads as the fill value).
+    Contiguous { addr: Option<u64> },
+    /// Chunks of `chunk` elements; `chunks` maps a chunk's linear grid position to its bytes
+    /// (absent: never written).
+    Chunked {
+        chunk: Vec<usize>,
+        grid: Vec<usize>,
+        chunks: HashMap<u64, ChunkLoc>,
+    },
+    /// Compact, external or virtual storage: libhdf5 reads it.
+    Other(String),
+}
+
+/// What packread knows about one dataset after opening it.
+#[derive(Debug)]
+pub struct DatasetMeta {
+    pub name: String,
+    pub dtype: Option<DType>,
+    /// Why the dtype has no fixed-size numpy equivalent, when it has none.
+    pub dtype_problem: Option<String>,
+    pub shape: Vec<usize>,
+    pub layout: Layout,
+    pub filters: Vec<Filter>,
+    /// One element of the fill value, in the stored byte order.
+    pub fill: Vec<u8>,
+}
+
+fn h5err(location: &str, msg: impl Into<String>) -> Error {
+    Error::new(ErrorKind::Hdf5, location, msg)
+}
+
+/// A property list or dataspace id, closed on drop.
+struct Id(hid_t, unsafe extern "C" fn(hid_t) -> i32);
+
+impl Drop for Id {
+    fn drop(&mut self) {
+        // SAFETY: an id this module opened and owns.
+        unsafe { (self.1)(self.0) };
+    }
+}
+
+fn id(
+    raw: hid_t,
+    close: unsafe extern "C" fn(hid_t) -> i32,
+    location: &str,
+    what: &str,
+) -> Result<Id> {
+    if raw < 0 {
+        Err(h5err(location, format!("cannot read the dataset's {what}")))
+    } else {
+        Ok(Id(raw, close))
+    }
+}
+
+/// Paths of every dataset in the file, each once, in name order.
+///
+/// # Safety
+/// `file` is an open file id and the caller holds the HDF5 lock.
+pub unsafe fn dataset_names(file: hid_t, location: &str) -> Result<Vec<String>> {
+    extern "C" fn visit(
+        _obj: hid_t,
+        name: *const c_char,
+        info: *const H5O_info2_t,
+        data: *mut c_void,
+    ) -> i32 {
+        // SAFETY: libhdf5 passes a valid name and info; `data` is the Vec below.
+        unsafe {
+            if (*info).type_ == H5O_type_t::H5O_TYPE_DATASET {
+                let names = &mut *data.cast::<Vec<String>>();
+                names.push(format!("/{}", CStr::from_ptr(name).to_string_lossy()));
+            }
+        }
+        0
+    }
+    let mut names: Vec<String> = Vec::new();
+    let status = H5Ovisit3(
+        file,
+        H5_index_t::H5_INDEX_NAME,
+        H5_iter_order_t::H5_ITER_INC,
+        Some(visit),
+        (&mut names as *mut Vec<String>).cast(),
+        H5O_INFO_BASIC,
+    );
+    if status < 0 {
+        return Err(h5err(location, "cannot walk the file's groups"));
+    }
+    Ok(names)
+}
+
+/// Reads a dataset's metadata. `file_len` bounds every address.
+///
+/// # Safety
+/// `ds` is an open dataset id and the caller holds the HDF5 lock.
+pub unsafe fn dataset_meta(
+    ds: hid_t,
+    name: &str,
+    location: &str,
+    file_len: u64,
+) -> Result<DatasetMeta> {
+    let at = format!("{location}:{name}");
+    let space = id(H5Dget_space(ds), H5Sclose, &at, "dataspace")?;
+    let ndims = H5Sget_simple_extent_ndims(space.0);
+    if ndims < 0 {
+        return Err(h5err(&at, "cannot read the dataset's rank"));
+    }
+    let mut dims = vec![0 as hsize_t; ndims as usize];
+    H5Sget_simple_extent_dims(space.0, dims.as_mut_ptr(), std::ptr::null_mut());
+    let shape: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
+
+    let ftype = id(H5Dget_type(ds), H5Tclose, &at, "datatype")?;
+    let (dtype, dtype_problem) = match descr_of(ftype.0) {
+        Ok(descr) => match DType::from_descr(descr) {
+            Ok(d) => (Some(d), None),
+            Err(e) => (None, Some(format!("{e:?}"))),
+        },
+        Err(problem) => (None, Some(problem)),
+    };
+    let itemsize = hdf5_sys::h5t::H5Tget_size(ftype.0);
+
+    let dcpl = id(
+        H5Dget_create_plist(ds),
+        H5Pclose,
+        &at,
+        "creation properties",
+    )?;
+    let filters = filters(dcpl.0, &at)?;
+    let fill = fill_value(dcpl.0, ftype.0, itemsize, &at)?;
+    let layout = match H5Pget_layout(dcpl.0) {
+        _ if H5Pget_external_count(dcpl.0) > 0 => Layout::Other("external storage".into()),
+        H5D_layout_t::H5D_CONTIGUOUS => {
+            let mut status = H5D_space_status_t::H5D_SPACE_STATUS_ERROR;
+            let allocated = H5Dget_space_status(ds, &mut status) >= 0
+                && status != H5D_space_status_t::H5D_SPACE_STATUS_NOT_ALLOCATED;
+            // With a user block, libhdf5 adds its size even to the "undefined" address, so
+            // allocation is asked about, not inferred from the address.
+            let addr = H5Dget_offset(ds);
+            if !allocated || addr == haddr_t::MAX {
+                Layout::Contiguous { addr: None }
+            } else {
+                let bytes = shape
+                    .iter()
+                    .try_fold(itemsize as u64, |a, &d| a.checked_mul(d as u64));
+                if bytes
+                    .and_then(|b| b.checked_add(addr))
+                    .is_none_or(|end| end > file_len)
+                {
+                    return Err(h5err(
+                        &at,
+                        format!(
+                            "data at offset {addr} runs past the end of the {file_len}-byte file"
+                        ),
+                    ));
+                }
+                Layout::Contiguous { addr: Some(addr) }
+            }
+        }
+        H5D_layout_t::H5D_CHUNKED => {
+            chunked(ds, dcpl.0, &shape, itemsize, &filters, &at, file_len)?
+        }
+        H5D_layout_t::H5D_COMPACT => Layout::Other("compact layout".into()),
+        other => Layout::Other(format!("{other:?} layout")),
+    };
+    Ok(DatasetMeta {
+        name: name.to_string(),
+        dtype,
+        dtype_problem,
+        shape,
+        layout,
+        filters,
+        fill,
+    })
+}
+
+unsafe fn filters(dcpl: hid_t, at: &str) -> Result<Vec<Filter>> {
+    let n = H5Pget_nfilters(dcpl);
+    if n < 0 {
+        return Err(h5err(at, "cannot read the filter pipeline"));
+    }
+    let mut out = Vec::with_capacity(n as usize);
+    for i in 0..n as c_uint {
+        let mut flags: c_uint = 0;
+        let mut nparams: usize = 16;
+        let mut params = [0 as c_uint; 16];
+        let mut name = [0 as c_char; 64];
+        let mut config: c_uint = 0;
+        let fid = H5Pget_filter2(
+            dcpl,
+            i,
+            &mut flags,
+            &mut nparams,
+            params.as_mut_ptr(),
+            name.len(),
+            name.as_mut_ptr(),
+            &mut config,
+        );
+        if fid < 0 {
+            return Err(h5err(at, format!("cannot read filter {i}")));
+        }
+        let fid = fid as u32;
+        out.push(Filter {
+            id: fid,
+            name: CStr::from_ptr(name.as_ptr()).to_string_lossy().into_owned(),
+            params: params[..nparams.min(16)].to_vec(),
+            available: H5Zfilter_avail(fid as c_int) > 0,
+        });
+    }
+    Ok(out)
+}
+
+unsafe fn fill_value(dcpl: hid_t, ftype: hid_t, itemsize: usize, at: &str) -> Result<Vec<u8>> {
+    let mut status = H5D_fill_value_t::H5D_FILL_VALUE_DEFAULT;
+    let mut fill = vec![0u8; itemsize];
+    // Never-written data with fill time "never" reads as zeros through h5py.
+    let mut time = H5D_fill_time_t::H5D_FILL_TIME_IFSET;
+    if H5Pget_fill_time(dcpl, &mut time) >= 0 && time == H5D_fill_time_t::H5D_FILL_TIME_NEVER {
+        return Ok(fill);
+    }
+    if H5Pfill_value_defined(dcpl, &mut status) >= 0
+        && status == H5D_fill_value_t::H5D_FILL_VALUE_USER_DEFINED
+        && H5Pget_fill_value(dcpl, ftype, fill.as_mut_ptr().cast()) < 0
+    {
+        return Err(h5err(at, "cannot read the fill value"));
+    }
+    Ok(fill)
+}
+
+struct ChunkVisit {
+    chunk: Vec<u64>,
+    grid: Vec<u64>,
+    chunks: HashMap<u64, ChunkLoc>,
+    problem: Option<String>,
+}
+
+unsafe fn chunked(
+    ds: hid_t,
+    dcpl: hid_t,
+    shape: &[usize],
+    itemsize: usize,
+    filters: &[Filter],
+    at: &str,
+    file_len: u64,
+) -> Result<Layout> {
+    let rank = shape.len();
+    let mut chunk = vec![0 as hsize_t; rank.max(1)];
+    let got = H5Pget_chunk(dcpl, rank as c_int, chunk.as_mut_ptr());
+    if got != rank as c_int {
+        return Err(h5err(
+            at,
+            format!("chunk rank {got} does not match the dataset rank {rank}"),
+        ));
+    }
+    if chunk.iter().take(rank).any(|&c| c == 0) {
+        return Err(h5err(
+            at,
+            format!("chunk shape {chunk:?} has a zero dimension"),
+        ));
+    }
+    let grid: Vec<u64> = shape
+        .iter()
+        .zip(&chunk)
+        .map(|(&d, &c)| (d as u64).div_ceil(c))
+        .collect();
+    let chunk_bytes = chunk
+        .iter()
+        .take(rank)
+        .try_fold(itemsize as u64, |a, &c| a.checked_mul(c));
+    if chunk_bytes.is_none_or(|b| b > (1 << 40)) {
+        return Err(h5err(at, format!("chunk shape {chunk:?} is too large")));
+    }
+    let _ = filters;
+    extern "C" fn visit(
+        offset: *const hsize_t,
+        mask: c_uint,
+        addr: haddr_t,
+        size: hsize_t,
+        data: *mut c_void,
+    ) -> c_int {
+        // SAFETY: `data` is the ChunkVisit below; `offset` has one entry per dimension.
+        unsafe {
+            let v = &mut *data.cast::<ChunkVisit>();
+            let coords = std::slice::from_raw_parts(offset, v.chunk.len());
+            let mut linear = 0u64;
+            for ((&o, &c), &g) in coords.iter().zip(&v.chunk).zip(&v.grid) {
+                if o % c != 0 || o / c >= g {
+                    v.problem = Some(format!("chunk at {coords:?} is not on the chunk grid"));
+                    return -1;
+                }
+                linear = linear * g + o / c;
+            }
+            v.chunks.insert(linear, ChunkLoc { addr, size, mask });
+        }
+        0
+    }
+    let mut v = ChunkVisit {
+        chunk: chunk[..rank].to_vec(),
+        grid: grid.clone(),
+        chunks: HashMap::new(),
+        problem: None,
+    };
+    if rank > 0 && shape.iter().all(|&d| d > 0) {
+        let status = H5Dchunk_iter(
+            ds,
+            H5P_DEFAULT,
+            Some(visit),
+            (&mut v as *mut ChunkVisit).cast(),
+        );
+        if status < 0 {
+            return Err(h5err(
+                at,
+                v.problem
+                    .unwrap_or_else(|| "cannot read the chunk index".into()),
+            ));
+        }
+    }
+    // Every chunk inside the file, none overlapping another.
+    let mut spans: Vec<(u64, u64)> = v.chunks.values().map(|c| (c.addr, c.size)).collect();
+    spans.sort_unstable();
+    for &(addr, size) in &spans {
+        if size == 0 || addr.checked_add(size).is_none_or(|end| end > file_len) {
+            return Err(h5err(
+                at,
+                format!(
+                    "chunk at offset {addr} of {size} bytes lies outside the {file_len}-byte file"
+                ),
+            ));
+        }
+    }
+    if let Some(w) = spans.windows(2).find(|w| w[0].0 + w[0].1 > w[1].0) {
+        return Err(h5err(
+            at,
+            format!("chunks at offsets {} and {} overlap", w[0].0, w[1].0),
+        ));
+    }
+    Ok(Layout::Chunked {
+        chunk: chunk[..rank].iter().map(|&c| c as usize).collect(),
+        grid: grid.iter().map(|&g| g as usize).collect(),
+        chunks: v.chunks,
+    })
+}

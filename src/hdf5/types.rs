@@ -1,0 +1,216 @@
+//! HDF5 datatypes to numpy descriptions, following h5py's conventions: the stored byte order
+//! is kept, an enum of int8 {FALSE: 0, TRUE: 1} is `bool`, a compound of two equal floats
+//! named `r` and `i` is complex, fixed-length strings are `S`, compound members keep their
+//! offsets (padding becomes numpy's `''` void fields).
+
+use std::ffi::CStr;
+
+use hdf5_sys::h5::H5free_memory;
+use hdf5_sys::h5i::hid_t;
+use hdf5_sys::h5t::{
+    H5T_class_t, H5T_order_t, H5T_sign_t, H5Tclose, H5Tget_array_dims2, H5Tget_array_ndims,
+    H5Tget_class, H5Tget_member_name, H5Tget_member_offset, H5Tget_member_type,
+    H5Tget_member_value, H5Tget_nmembers, H5Tget_order, H5Tget_sign, H5Tget_size, H5Tget_super,
+    H5Tis_variable_str,
+};
+
+use crate::literal::Literal;
+
+/// Deepest nesting of compound and array types followed.
+const MAX_DEPTH: usize = 8;
+
+/// A datatype id closed on drop.
+struct TypeId(hid_t);
+
+impl Drop for TypeId {
+    fn drop(&mut self) {
+        // SAFETY: an id this module opened and owns.
+        unsafe { H5Tclose(self.0) };
+    }
+}
+
+fn owned(id: hid_t, what: &str) -> Result<TypeId, String> {
+    if id < 0 {
+        Err(format!("cannot read the {what} datatype"))
+    } else {
+        Ok(TypeId(id))
+    }
+}
+
+fn order_char(type_id: hid_t, size: usize) -> char {
+    if size == 1 {
+        return '|';
+    }
+    // SAFETY: a valid datatype id (caller holds the HDF5 lock).
+    match unsafe { H5Tget_order(type_id) } {
+        H5T_order_t::H5T_ORDER_BE => '>',
+        _ => '<',
+    }
+}
+
+fn member_name(type_id: hid_t, i: u32) -> Result<String, String> {
+    // SAFETY: valid compound/enum id and member index; the string is freed with H5free_memory.
+    unsafe {
+        let p = H5Tget_member_name(type_id, i);
+        if p.is_null() {
+            return Err(format!("cannot read the name of member {i}"));
+        }
+        let name = CStr::from_ptr(p).to_string_lossy().into_owned();
+        H5free_memory(p.cast());
+        Ok(name)
+    }
+}
+
+/// The numpy descr of an HDF5 datatype, or why it has no fixed-size numpy equivalent.
+///
+/// # Safety
+/// `type_id` is a valid datatype id and the caller holds the HDF5 lock.
+pub unsafe fn descr_of(type_id: hid_t) -> Result<Literal, String> {
+    descr(type_id, 0)
+}
+
+unsafe fn descr(type_id: hid_t, depth: usize) -> Result<Literal, String> {
+    if depth > MAX_DEPTH {
+        return Err("datatype nested too deeply".into());
+    }
+    let size = H5Tget_size(type_id);
+    let class = H5Tget_class(type_id);
+    let s = |text: String| Ok(Literal::Str(text));
+    match class {
+        H5T_class_t::H5T_INTEGER | H5T_class_t::H5T_BITFIELD => {
+            let signed = class == H5T_class_t::H5T_INTEGER
+                && H5Tget_sign(type_id) != H5T_sign_t::H5T_SGN_NONE;
+            if !matches!(size, 1 | 2 | 4 | 8) {
+                return Err(format!("{size}-byte integers have no numpy type"));
+            }
+            s(format!(
+                "{}{}{size}",
+                order_char(type_id, size),
+                if signed { 'i' } else { 'u' }
+            ))
+        }
+        H5T_class_t::H5T_FLOAT => {
+            if !matches!(size, 2 | 4 | 8) {
+                return Err(format!("{size}-byte floats are not supported"));
+            }
+            s(format!("{}f{size}", order_char(type_id, size)))
+        }
+        H5T_class_t::H5T_STRING => {
+            if H5Tis_variable_str(type_id) > 0 {
+                return Err("variable-length strings have no fixed-size numpy type".into());
+            }
+            s(format!("|S{size}"))
+        }
+        H5T_class_t::H5T_OPAQUE => s(format!("|V{size}")),
+        H5T_class_t::H5T_ENUM => {
+            let base = owned(H5Tget_super(type_id), "enum base")?;
+            if is_h5py_bool(type_id, base.0)? {
+                return s("|b1".into());
+            }
+            descr(base.0, depth + 1)
+        }
+        H5T_class_t::H5T_ARRAY => Err("array datatypes are only supported inside compounds".into()),
+        H5T_class_t::H5T_COMPOUND => compound(type_id, size, depth),
+        H5T_class_t::H5T_VLEN => Err("variable-length data has no fixed-size numpy type".into()),
+        H5T_class_t::H5T_REFERENCE => Err("references have no fixed-size numpy type".into()),
+        other => Err(format!("datatype class {other:?} is not supported")),
+    }
+}
+
+/// h5py stores numpy bools as an int8 enum {FALSE: 0, TRUE: 1}.
+unsafe fn is_h5py_bool(type_id: hid_t, base: hid_t) -> Result<bool, String> {
+    if H5Tget_nmembers(type_id) != 2 || H5Tget_size(base) != 1 {
+        return Ok(false);
+    }
+    let mut values = [0i8; 2];
+    for (i, v) in values.iter_mut().enumerate() {
+        if H5Tget_member_value(type_id, i as u32, (v as *mut i8).cast()) < 0 {
+            return Err("cannot read an enum value".into());
+        }
+    }
+    let names = [member_name(type_id, 0)?, member_name(type_id, 1)?];
+    Ok(names == ["FALSE", "TRUE"] && values == [0, 1])
+}
+
+unsafe fn compound(type_id: hid_t, size: usize, depth: usize) -> Result<Literal, String> {
+    let n = H5Tget_nmembers(type_id);
+    if n < 0 {
+        return Err("cannot read compound members".into());
+    }
+    let mut fields = Vec::with_capacity(n as usize);
+    for i in 0..n as u32 {
+        let name = member_name(type_id, i)?;
+        let offset = H5Tget_member_offset(type_id, i);
+        let member = owned(H5Tget_member_type(type_id, i), "member")?;
+        let msize = H5Tget_size(member.0);
+        let field = if H5Tget_class(member.0) == H5T_class_t::H5T_ARRAY {
+            let base = owned(H5Tget_super(member.0), "array base")?;
+            let ndims = H5Tget_array_ndims(member.0);
+            if !(1..=32).contains(&ndims) {
+                return Err(format!("member {name:?} has an invalid array rank"));
+            }
+            let mut dims = vec![0u64; ndims as usize];
+            H5Tget_array_dims2(member.0, dims.as_mut_ptr());
+            let dims = dims
+                .into_iter()
+                .map(|d| Literal::Int(i128::from(d)))
+                .collect();
+            Literal::Tuple(vec![
+                Literal::Str(name.clone()),
+                descr(base.0, depth + 1)?,
+                Literal::Tuple(dims),
+            ])
+        } else {
+            Literal::Tuple(vec![
+                Literal::Str(name.clone()),
+                descr(member.0, depth + 1)?,
+            ])
+        };
+        fields.push((offset, msize, name, field));
+    }
+    // h5py reads a compound of two equal floats named r and i as numpy complex.
+    if let [(0, a, ra, Literal::Tuple(fa)), (off, b, ib, Literal::Tuple(fb))] = &fields[..] {
+        if ra == "r"
+            && ib == "i"
+            && a == b
+            && *off == *a
+            && size == 2 * a
+            && fa.len() == 2
+            && fa[1] == fb[1]
+        {
+            if let Literal::Str(f) = &fa[1] {
+                if let Some(order) = f.strip_suffix(&format!("f{a}")) {
+                    return Ok(Literal::Str(format!("{order}c{}", 2 * a)));
+                }
+            }
+        }
+    }
+    // numpy's descr lists fields in layout order with explicit padding.
+    let mut descr = Vec::with_capacity(fields.len() * 2);
+    let mut at = 0usize;
+    for (offset, msize, name, field) in fields {
+        if offset < at {
+            return Err(format!(
+                "compound member {name:?} overlaps another or is out of offset order"
+            ));
+        }
+        if offset > at {
+            descr.push(Literal::Tuple(vec![
+                Literal::Str(String::new()),
+                Literal::Str(format!("|V{}", offset - at)),
+            ]));
+        }
+        descr.push(field);
+        at = offset + msize;
+    }
+    if at > size {
+        return Err("compound members run past its size".into());
+    }
+    if at < size {
+        descr.push(Literal::Tuple(vec![
+            Literal::Str(String::new()),
+            Literal::Str(format!("|V{}", size - at)),
+        ]));
+    }
+    Ok(Literal::List(descr))
+}
