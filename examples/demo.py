@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,8 +27,8 @@ SECONDS_PER_CASE = 1.5
 class Case:
     fmt: str
     name: str
-    baseline: Callable[[np.ndarray], np.ndarray]
-    packread: Callable[[np.ndarray], np.ndarray]
+    baseline: Callable[[np.ndarray], object]
+    packread: Callable[[np.ndarray], object]
 
 
 def samples_per_second(
@@ -60,6 +61,55 @@ def npy_case(root: str, rng: np.random.Generator) -> Case:
     return Case("NPY folder", "np.load loop + np.stack", baseline, reader.batch)
 
 
+def zip_case(root: str, rng: np.random.Generator) -> Case:
+    path = os.path.join(root, "samples.zip")
+    names = [f"sample_{i:05d}.raw" for i in range(N_SAMPLES)]
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as zf:
+        for name in names:
+            zf.writestr(name, rng.integers(0, 256, SAMPLE_SHAPE, dtype=np.uint8).tobytes())
+    reader = packread.ZipReader(path)
+    handle = zipfile.ZipFile(path)  # one handle per worker, as the Packed Data Formats seed does
+
+    def baseline(idx: np.ndarray) -> np.ndarray:
+        return np.stack(
+            [np.frombuffer(handle.read(names[i]), np.uint8).reshape(SAMPLE_SHAPE) for i in idx]
+        )
+
+    def fast(idx: np.ndarray) -> np.ndarray:
+        return reader.batch(idx, dtype=np.uint8, shape=SAMPLE_SHAPE)
+
+    return Case("ZIP (stored)", "zipfile.read + frombuffer", baseline, fast)
+
+
+def npz_case(root: str, rng: np.random.Generator) -> Case:
+    folder = os.path.join(root, "npz")
+    os.makedirs(folder)
+    for i in range(N_SAMPLES):
+        np.savez(
+            os.path.join(folder, f"sample_{i:05d}.npz"),
+            image=rng.integers(0, 256, SAMPLE_SHAPE, dtype=np.uint8),
+            mask=rng.integers(0, 2, SAMPLE_SHAPE[1:], dtype=np.uint8),
+        )
+    reader = packread.NpzReader(folder)
+    paths = reader.paths
+
+    def baseline(idx: np.ndarray) -> object:
+        loaded = [np.load(paths[i]) for i in idx]
+        return np.stack([f["image"] for f in loaded]), np.stack([f["mask"] for f in loaded])
+
+    def fast(idx: np.ndarray) -> object:
+        out = reader.batch(idx)
+        return out["image"], out["mask"]
+
+    return Case("NPZ files", "np.load(f)[k] + np.stack", baseline, fast)
+
+
+def same(a: object, b: object) -> bool:
+    if isinstance(a, tuple):
+        return all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))  # type: ignore[arg-type]
+    return np.array_equal(a, b)  # type: ignore[arg-type]
+
+
 def main() -> None:
     rng = np.random.default_rng(0)
     batches = [rng.integers(0, N_SAMPLES, BATCH) for _ in range(8)]
@@ -68,11 +118,11 @@ def main() -> None:
         f"batches of {BATCH} random indices, {packread.get_num_threads()} threads, warm cache\n"
     )
     with tempfile.TemporaryDirectory(prefix="packread-demo-") as root:
-        cases = [npy_case(root, rng)]
+        cases = [npy_case(root, rng), zip_case(root, rng), npz_case(root, rng)]
         print(f"{'format':<14} {'baseline':<28} {'baseline/s':>12} {'packread/s':>12} {'ratio':>7}")
         for case in cases:
             # Same bytes both ways, or the numbers mean nothing.
-            assert np.array_equal(case.baseline(batches[0]), case.packread(batches[0]))
+            assert same(case.baseline(batches[0]), case.packread(batches[0]))
             base = samples_per_second(case.baseline, batches)
             fast = samples_per_second(case.packread, batches)
             print(

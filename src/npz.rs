@@ -14,7 +14,7 @@ use crate::exec::{execute, Extent};
 use crate::npy::NpyHeader;
 use crate::plan::resolve_indices;
 use crate::pool;
-use crate::source::{read_stamped, FileStamp, Source};
+use crate::source::{read_stamped, FileStamp, MemorySource, Source};
 use crate::zip::{MemberData, Payload, ZipIndex, ZipLimits, ZIP_FAULTS};
 
 /// numpy stores array `k` as member `k.npy`.
@@ -279,6 +279,30 @@ pub fn contents<S: Source>(index: &ZipIndex<S>) -> Result<Vec<Content>> {
             })
             .collect()
     })
+}
+
+/// Checks the CRC-32 of every stored array of an in-memory archive, which is then viewed in
+/// place rather than read through the executor (where the check would otherwise happen).
+pub fn verify_stored(index: &ZipIndex<MemorySource<'_>>, contents: &[Content]) -> Result<()> {
+    if !index.limits().verify_crc {
+        return Ok(());
+    }
+    for content in contents {
+        if let Content::Array { member, data, .. } = content {
+            if data.is_stored() {
+                let start = data.data_start as usize;
+                let bytes = &index.source().bytes[start..start + data.size as usize];
+                if libdeflater::crc32(bytes) != data.crc32 {
+                    return Err(Error::new(
+                        ErrorKind::BadZip,
+                        format!("{}:{}", index.location(), index.members()[*member].name()),
+                        "CRC-32 mismatch",
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Reads the arrays of `contents` (only `Content::Array` items) into `outs`, one each, in the

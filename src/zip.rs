@@ -199,12 +199,12 @@ impl<'a> ZipIndex<MemorySource<'a>> {
 
 /// Central directory to members, with every offset checked against the archive's layout.
 fn parse_directory<R: Read + Seek>(
-    reader: R,
+    mut reader: R,
     file_len: u64,
     location: &str,
     limits: &ZipLimits,
 ) -> Result<Vec<Member>> {
-    let archive = zip::ZipArchive::new(reader).map_err(|e| match e {
+    let archive = zip::ZipArchive::new(&mut reader).map_err(|e| match e {
         zip::result::ZipError::UnsupportedArchive(msg) => Error::new(
             ErrorKind::Unsupported,
             location,
@@ -241,14 +241,19 @@ fn parse_directory<R: Read + Seek>(
             .map(|n| n.into_owned())
             .unwrap_or_else(|_| String::from_utf8_lossy(&name_raw).into_owned());
         let header_offset = entry.header_start();
-        if header_offset >= cd_start {
+        // The member's local header and data must lie before the central directory.
+        let data_floor = header_offset.checked_add(LOCAL_HEADER_LEN as u64 + name_raw.len() as u64);
+        if data_floor
+            .and_then(|f| f.checked_add(entry.compressed_size()))
+            .is_none_or(|end| end > cd_start)
+        {
             return Err(bad(
                 location,
-                format!("member {name:?}: local header offset {header_offset} is inside or past the central directory ({cd_start})"),
+                format!(
+                    "member {name:?}: local header at {header_offset} with {} bytes of data does not fit before the central directory at {cd_start}",
+                    entry.compressed_size()
+                ),
             ));
-        }
-        if header_offset.checked_add(entry.compressed_size()).is_none() {
-            return Err(bad(location, format!("member {name:?}: sizes overflow")));
         }
         // The raw method id: with the crate's codecs off, every method but "stored" is
         // `Unsupported(id)`, so the id is the one thing worth keeping.
@@ -265,6 +270,35 @@ fn parse_directory<R: Read + Seek>(
             encrypted: entry.encrypted(),
             end_limit: cd_start,
             data_start: AtomicU64::new(0),
+        });
+    }
+    let duplicates = archive.has_duplicate_names();
+    let prefix = archive.offset();
+    drop(archive);
+    let end = end_record(&mut reader, file_len, prefix, cd_start, location)?;
+    if end.cd_end.is_none_or(|e| e > end.limit) {
+        return Err(bad(
+            location,
+            "central directory runs past the end-of-directory record",
+        ));
+    }
+    if end.entries != members.len() as u64 {
+        // The crate keeps one member per name; a count mismatch means the names repeat.
+        return Err(if duplicates {
+            Error::new(
+                ErrorKind::Unsupported,
+                location,
+                "archive has several members with the same name, which packread does not read",
+            )
+        } else {
+            bad(
+                location,
+                format!(
+                    "end record counts {} members, the central directory holds {}",
+                    end.entries,
+                    members.len()
+                ),
+            )
         });
     }
     // Each member's room ends where the next local header starts: data running past it
@@ -285,6 +319,108 @@ fn parse_directory<R: Read + Seek>(
         members[a].end_limit = members[b].header_offset;
     }
     Ok(members)
+}
+
+/// The sizes a ZIP64 extra field (id 1) holds: uncompressed first, then compressed, each
+/// present only if the header's 32-bit field is 0xFFFFFFFF. `None` if the field is missing or
+/// too short for what the header defers to it.
+fn zip64_sizes(
+    extra: &[u8],
+    has_size: bool,
+    has_csize: bool,
+) -> Option<(Option<u64>, Option<u64>)> {
+    let mut rest = extra;
+    while rest.len() >= 4 {
+        let id = u16::from_le_bytes([rest[0], rest[1]]);
+        let len = usize::from(u16::from_le_bytes([rest[2], rest[3]]));
+        let body = rest.get(4..4 + len)?;
+        if id == 1 {
+            let mut fields = body
+                .chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")));
+            let size = if has_size { Some(fields.next()?) } else { None };
+            let csize = if has_csize {
+                Some(fields.next()?)
+            } else {
+                None
+            };
+            return Some((size, csize));
+        }
+        rest = &rest[4 + len..];
+    }
+    None
+}
+
+/// What the end-of-central-directory records say about the directory's extent (`cd_start`
+/// as the `zip` crate found it, prefix included).
+struct EndRecord {
+    entries: u64,
+    /// Absolute end of the central directory (None if the sum wraps).
+    cd_end: Option<u64>,
+    /// Where the directory must end: the (ZIP64) end record.
+    limit: u64,
+}
+
+const EOCD_SIGNATURE: u32 = 0x0605_4b50;
+const ZIP64_LOCATOR_SIGNATURE: u32 = 0x0706_4b50;
+const ZIP64_EOCD_SIGNATURE: u32 = 0x0606_4b50;
+
+/// Reads the end records. The `zip` crate finds the directory's start but does not bound its
+/// size or report the recorded entry count; both are checked here (written by hand for that
+/// reason: a few fixed-layout fields).
+fn end_record<R: Read + Seek>(
+    reader: &mut R,
+    file_len: u64,
+    prefix: u64,
+    cd_start: u64,
+    location: &str,
+) -> Result<EndRecord> {
+    let read_at = |reader: &mut R, offset: u64, buf: &mut [u8]| -> Result<()> {
+        reader
+            .seek(std::io::SeekFrom::Start(offset))
+            .and_then(|_| reader.read_exact(buf))
+            .map_err(|e| bad(location, format!("cannot read the end record: {e}")))
+    };
+    let tail_len = file_len.min(22 + 65_535) as usize;
+    let mut tail = vec![0u8; tail_len];
+    read_at(reader, file_len - tail_len as u64, &mut tail)?;
+    let u16_at = |b: &[u8], o: usize| u64::from(u16::from_le_bytes([b[o], b[o + 1]]));
+    let u32_at =
+        |b: &[u8], o: usize| u64::from(u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]));
+    let u64_at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
+    let pos = (0..tail_len.saturating_sub(21))
+        .rev()
+        .find(|&p| {
+            u32_at(&tail, p) == u64::from(EOCD_SIGNATURE)
+                && p + 22 + u16_at(&tail, p + 20) as usize <= tail_len
+        })
+        .ok_or_else(|| bad(location, "no end-of-central-directory record"))?;
+    let eocd_at = file_len - (tail_len - pos) as u64;
+    let (mut entries, mut cd_size) = (u16_at(&tail, pos + 10), u32_at(&tail, pos + 12));
+    let mut limit = eocd_at;
+    if eocd_at >= 20 {
+        let mut loc = [0u8; 20];
+        read_at(reader, eocd_at - 20, &mut loc)?;
+        if u32_at(&loc, 0) == u64::from(ZIP64_LOCATOR_SIGNATURE) {
+            let record_at = u64_at(&loc, 8)
+                .checked_add(prefix)
+                .filter(|&r| r.checked_add(56).is_some_and(|e| e <= eocd_at - 20))
+                .ok_or_else(|| bad(location, "ZIP64 end record lies outside the file"))?;
+            let mut rec = [0u8; 56];
+            read_at(reader, record_at, &mut rec)?;
+            if u32_at(&rec, 0) != u64::from(ZIP64_EOCD_SIGNATURE) {
+                return Err(bad(location, "ZIP64 locator points at no ZIP64 end record"));
+            }
+            entries = u64_at(&rec, 32);
+            cd_size = u64_at(&rec, 40);
+            limit = record_at;
+        }
+    }
+    Ok(EndRecord {
+        entries,
+        cd_end: cd_start.checked_add(cd_size),
+        limit,
+    })
 }
 
 impl<S: Source> ZipIndex<S> {
@@ -409,15 +545,30 @@ impl<S: Source> ZipIndex<S> {
                 "local header disagrees with the central directory on the name",
             ));
         }
-        let mut name = vec![0u8; name_len];
+        let mut name_extra = vec![0u8; name_len + extra_len];
         self.source
-            .read_at(0, fixed_end, &mut name)
+            .read_at(0, fixed_end, &mut name_extra)
             .map_err(|e| e.at(at()))?;
+        let (name, extra) = name_extra.split_at(name_len);
         if *name != *m.name_raw {
             return Err(bad(
                 &at(),
-                format!("local header names {:?}", String::from_utf8_lossy(&name)),
+                format!("local header names {:?}", String::from_utf8_lossy(name)),
             ));
+        }
+        if flags & 8 == 0 && (csize == u32::MAX || usize_ == u32::MAX) {
+            // Sizes deferred to the local ZIP64 extra field must agree as well.
+            let (local_size, local_csize) =
+                zip64_sizes(extra, usize_ == u32::MAX, csize == u32::MAX)
+                    .ok_or_else(|| bad(&at(), "local ZIP64 extra field is missing or short"))?;
+            if local_size.is_some_and(|v| v != m.size)
+                || local_csize.is_some_and(|v| v != m.compressed_size)
+            {
+                return Err(bad(
+                    &at(),
+                    "local ZIP64 sizes disagree with the central directory",
+                ));
+            }
         }
         if data_start
             .checked_add(m.compressed_size)
@@ -463,7 +614,10 @@ impl<S: Source> ZipIndex<S> {
                     ));
                 }
                 if m.method == DEFLATED
-                    && m.size > m.compressed_size.saturating_mul(MAX_DEFLATE_RATIO) + 1024
+                    && m.size
+                        > m.compressed_size
+                            .saturating_mul(MAX_DEFLATE_RATIO)
+                            .saturating_add(1024)
                 {
                     return Err(Error::new(
                         ErrorKind::LimitExceeded,

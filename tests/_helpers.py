@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import io
+import os
+import pickle
+import signal
+import time
+import traceback
 import warnings
 
 import numpy as np
+import pytest
 from numpy.lib import format as npformat
 
 MAGIC = b"\x93NUMPY"
@@ -102,3 +108,35 @@ def stack(paths, rows, shape=None, dtype=None) -> np.ndarray:
     if out.dtype.names is None:  # (NaN inside records would not compare equal)
         np.testing.assert_array_equal(out, np.stack(arrays))
     return out
+
+
+def in_child(work, result_path, timeout_s: float = 60):
+    """Forks; the child pickles ``work()`` to ``result_path`` and exits; returns the result.
+
+    A child that does not finish within ``timeout_s`` is killed and the test fails (a hang must
+    not hang pytest); a child that raised fails the test (its traceback is on stderr).
+    """
+    pid = os.fork()
+    if pid == 0:  # child: never return into pytest
+        code = 1
+        try:
+            with open(result_path, "wb") as f:
+                pickle.dump(work(), f)
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail(f"forked child did not finish within {timeout_s} s (hung)")
+        time.sleep(0.01)
+    assert os.waitstatus_to_exitcode(status) == 0, "child failed (traceback on stderr)"
+    with open(result_path, "rb") as f:
+        return pickle.load(f)

@@ -11,7 +11,7 @@ import numpy as np
 from . import _packread
 from ._common import Indices, Paths, as_indices, expand_paths, new_output
 from ._npy import DEFAULT_MAX_HEADER_SIZE, BytesLike
-from .errors import InconsistentError
+from .errors import InconsistentError, IndexOutOfRangeError, InvalidArgumentError
 
 #: Largest decoded member read by default (a header may not ask for more).
 DEFAULT_MAX_MEMBER_BYTES = 4 << 30
@@ -86,7 +86,14 @@ class ZipReader:
             and isinstance(members[0], str)
         ):
             return np.asarray(self._inner.positions(list(members)), dtype=np.int64)
-        return as_indices(members, len(self))  # type: ignore[arg-type]
+        positions = as_indices(members, len(self))  # type: ignore[arg-type]
+        n = len(self)
+        bad = positions[(positions < -n) | (positions >= n)]
+        if bad.size:
+            raise IndexOutOfRangeError(
+                f"{self.path}: member position {int(bad[0])} is out of range for {n} members"
+            )
+        return np.where(positions < 0, positions + n, positions)
 
     def info(self, member: str | int) -> ZipMemberInfo:
         """Sizes, compression method and CRC-32 of a member (by name or position)."""
@@ -125,6 +132,9 @@ class ZipReader:
                 self._inner.batch_npy_into(positions, out)
                 return out
         item = np.dtype(np.uint8 if dtype is None else dtype)
+        if len(positions):
+            # Size limits, method and encryption are checked before anything is allocated.
+            self._inner.check(int(positions[0]))
         if shape is None:
             if not len(positions):
                 shape = (0,)
@@ -139,6 +149,13 @@ class ZipReader:
         sample = tuple(int(d) for d in shape)
         if out is None:
             out = new_output(len(positions), sample, item)
+        elif not isinstance(out, np.ndarray) or out.shape != (len(positions), *sample):
+            got = getattr(out, "shape", type(out).__name__)
+            raise InvalidArgumentError(
+                f"out= has shape {got}, expected {(len(positions), *sample)}"
+            )
+        elif out.dtype != item:
+            raise InvalidArgumentError(f"out= has dtype {out.dtype}, expected {item}")
         self._inner.batch_raw_into(positions, out)
         return out
 

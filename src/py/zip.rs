@@ -92,6 +92,14 @@ impl ZipReader {
         self.index.positions(&names).py_err(py)
     }
 
+    /// Raises the error reading the member at `position` would raise before any data is read
+    /// (encryption, method, size limits, a bad local header).
+    fn check(&self, py: Python<'_>, position: i64) -> PyResult<()> {
+        let i = check_positions(py, &[position], self.index.len())?[0];
+        let index = &self.index;
+        py.detach(|| index.member_data(i)).py_err(py).map(|_| ())
+    }
+
     /// `(name, size, compressed_size, method, crc32)` of the member at `position`.
     fn info(&self, py: Python<'_>, position: i64) -> PyResult<(String, u64, u64, u16, u32)> {
         let i = check_positions(py, &[position], self.index.len())?[0];
@@ -368,6 +376,7 @@ fn load_npz_buffer<'py>(
         .detach(|| {
             let index = ZipIndex::from_bytes("<buffer>", bytes, limits)?;
             let contents = npz::contents(&index)?;
+            npz::verify_stored(&index, &contents)?;
             Ok::<_, Error>((index, contents))
         })
         .py_err(py)?;
