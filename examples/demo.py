@@ -13,6 +13,7 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import h5py
 import numpy as np
 
 import packread
@@ -104,6 +105,36 @@ def npz_case(root: str, rng: np.random.Generator) -> Case:
     return Case("NPZ files", "np.load(f)[k] + np.stack", baseline, fast)
 
 
+def hdf5_cases(root: str, rng: np.random.Generator) -> list[Case]:
+    # Smooth images compress like real ones (uniform noise would not compress at all).
+    steps = rng.integers(-3, 4, (N_SAMPLES, *SAMPLE_SHAPE), dtype=np.int16)
+    images = (np.cumsum(steps, axis=-1) % 256).astype(np.uint8)
+    labels = rng.integers(0, 1000, N_SAMPLES).astype(np.int64)
+    cases = []
+    for title, options in [
+        ("HDF5 raw", {}),
+        ("HDF5 gzip+shuf", {"compression": "gzip", "shuffle": True}),
+        ("HDF5 lzf", {"compression": "lzf"}),
+    ]:
+        path = os.path.join(root, f"{title.split()[1].replace('+', '_')}.h5")
+        with h5py.File(path, "w") as f:
+            f.create_dataset("images", data=images, chunks=(1, *SAMPLE_SHAPE), **options)
+            f.create_dataset("labels", data=labels)
+        reader = packread.HDF5Reader(path)
+        handle = h5py.File(path, "r")  # opened once per worker, as the seeds recommend
+        ds_images, ds_labels = handle["images"], handle["labels"]
+
+        def baseline(idx: np.ndarray, ds_images=ds_images, ds_labels=ds_labels) -> object:
+            return np.stack([ds_images[i] for i in idx]), np.stack([ds_labels[i] for i in idx])
+
+        def fast(idx: np.ndarray, reader=reader) -> object:
+            out = reader.batch(idx)
+            return out["images"], out["labels"]
+
+        cases.append(Case(title, "h5py d[i] loop + np.stack", baseline, fast))
+    return cases
+
+
 def same(a: object, b: object) -> bool:
     if isinstance(a, tuple):
         return all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))  # type: ignore[arg-type]
@@ -119,6 +150,7 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory(prefix="packread-demo-") as root:
         cases = [npy_case(root, rng), zip_case(root, rng), npz_case(root, rng)]
+        cases += hdf5_cases(root, rng)
         print(f"{'format':<14} {'baseline':<28} {'baseline/s':>12} {'packread/s':>12} {'ratio':>7}")
         for case in cases:
             # Same bytes both ways, or the numbers mean nothing.
