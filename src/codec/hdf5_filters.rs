@@ -122,9 +122,13 @@ pub fn lzf_decompress(input: &[u8], out: &mut [u8]) -> Result<(), String> {
             if back >= len {
                 out.copy_within(from..from + len, op);
             } else {
-                // Overlapping copy: a run repeating the last `back` bytes.
-                for k in 0..len {
-                    out[op + k] = out[from + k];
+                // Overlapping copy: the last `back` bytes repeat. Copy in blocks that never
+                // overlap their source, doubling as the written run grows.
+                let mut done = 0;
+                while done < len {
+                    let step = (back + done).min(len - done);
+                    out.copy_within(from..from + step, op + done);
+                    done += step;
                 }
             }
             op += len;

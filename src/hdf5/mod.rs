@@ -644,6 +644,9 @@ fn chunk_extent(
         if i < 32 && loc.mask & (1 << i) != 0 {
             continue;
         }
+        if *f == FilterStep::Shuffle(1) {
+            continue; // shuffling 1-byte elements changes nothing
+        }
         steps.push(match f {
             FilterStep::Deflate => Step::Inflate(Wrapper::Zlib),
             FilterStep::Shuffle(n) => Step::Unshuffle { itemsize: *n },
