@@ -6,6 +6,7 @@ import io
 import os
 import pickle
 import signal
+import tempfile
 import time
 import traceback
 import warnings
@@ -110,18 +111,44 @@ def stack(paths, rows, shape=None, dtype=None) -> np.ndarray:
     return out
 
 
-def in_child(work, result_path, timeout_s: float = 60):
+def _pack(value):
+    """Arrays as NPY bytes (pickle does not keep a non-native byte order), recursively."""
+    if isinstance(value, np.ndarray):
+        buf = io.BytesIO()
+        np.save(buf, value, allow_pickle=False)
+        return ("__npy__", buf.getvalue())
+    if isinstance(value, dict):
+        return {k: _pack(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_pack(v) for v in value)
+    return value
+
+
+def _unpack(value):
+    if isinstance(value, tuple) and len(value) == 2 and value[0] == "__npy__":
+        return np.load(io.BytesIO(value[1]))
+    if isinstance(value, dict):
+        return {k: _unpack(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_unpack(v) for v in value)
+    return value
+
+
+def in_child(work, result_path=None, timeout_s: float = 60):
     """Forks; the child pickles ``work()`` to ``result_path`` and exits; returns the result.
 
     A child that does not finish within ``timeout_s`` is killed and the test fails (a hang must
     not hang pytest); a child that raised fails the test (its traceback is on stderr).
     """
+    if result_path is None:
+        fd, result_path = tempfile.mkstemp(suffix=".pickle")
+        os.close(fd)
     pid = os.fork()
     if pid == 0:  # child: never return into pytest
         code = 1
         try:
             with open(result_path, "wb") as f:
-                pickle.dump(work(), f)
+                pickle.dump(_pack(work()), f)
             code = 0
         except BaseException:
             traceback.print_exc()
@@ -139,4 +166,43 @@ def in_child(work, result_path, timeout_s: float = 60):
         time.sleep(0.01)
     assert os.waitstatus_to_exitcode(status) == 0, "child failed (traceback on stderr)"
     with open(result_path, "rb") as f:
-        return pickle.load(f)
+        return _unpack(pickle.load(f))
+
+
+# Every scalar dtype numpy writes to NPY, both byte orders where they differ.
+NPY_SCALAR_DTYPES = [
+    "|b1",
+    "|i1",
+    "|u1",
+    "<i2",
+    ">i2",
+    "<i4",
+    ">i4",
+    "<i8",
+    ">i8",
+    "<u2",
+    ">u2",
+    "<u4",
+    ">u4",
+    "<u8",
+    ">u8",
+    "<f2",
+    ">f2",
+    "<f4",
+    ">f4",
+    "<f8",
+    ">f8",
+    "<c8",
+    ">c8",
+    "<c16",
+    ">c16",
+    "|S1",
+    "|S7",
+    "<U1",
+    "<U5",
+    ">U3",
+    "<M8[ns]",
+    ">m8[s]",
+    "|V5",
+    np.dtype(np.longdouble).str,
+]

@@ -7,51 +7,19 @@ import contextlib
 import os
 import pickle
 import platform
-import signal
 import subprocess
 import sys
 import textwrap
 import threading
 import time
-import traceback
 
 import numpy as np
 import pytest
-from _helpers import assert_same, stack
+from _helpers import assert_same, in_child, stack
 
 import packread
 
 CHILD_TIMEOUT_S = 60
-
-
-def _in_child(work, result_path):
-    """Forks; the child saves ``work()`` to ``result_path`` and exits. Returns the array.
-
-    A child that does not finish within CHILD_TIMEOUT_S is killed and the test fails: a hang
-    must not hang pytest.
-    """
-    pid = os.fork()
-    if pid == 0:  # child: never return into pytest
-        code = 1
-        try:
-            np.save(result_path, work())
-            code = 0
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(code)
-    deadline = time.monotonic() + CHILD_TIMEOUT_S
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            pytest.fail(f"forked child did not finish within {CHILD_TIMEOUT_S} s (hung)")
-        time.sleep(0.01)
-    assert os.waitstatus_to_exitcode(status) == 0, "child failed (traceback on stderr)"
-    return np.load(result_path)
 
 
 # --------------------------------------------------------------------------------------------
@@ -61,7 +29,7 @@ def _in_child(work, result_path):
 def test_fork_child_reads_parent_reader(samples, tmp_path):
     reader = packread.NpyReader(samples)
     idx = [15, 0, 7, 7, -2]
-    got = _in_child(lambda: reader.batch(idx), tmp_path / "child.npy")
+    got = in_child(lambda: reader.batch(idx), tmp_path / "child.npy")
     assert_same(got, reader.batch(idx))
     assert_same(got, stack(samples, idx))
 
@@ -86,7 +54,7 @@ def test_fork_after_parent_used_pool(make_samples, tmp_path):
             assert_same(big_reader.batch([0, 1]), want_big)
             return reader.batch(np.arange(32)[::-1])
 
-        got = _in_child(work, tmp_path / "child.npy")
+        got = in_child(work, tmp_path / "child.npy")
     finally:
         packread.set_num_threads(0)
     assert_same(got, want)
@@ -120,7 +88,7 @@ def test_fork_while_another_thread_reads(make_samples, tmp_path):
     try:
         assert started.wait(CHILD_TIMEOUT_S)
         for k in range(4):
-            got = _in_child(lambda: reader.batch(range(48)), tmp_path / f"child{k}.npy")
+            got = in_child(lambda: reader.batch(range(48)), tmp_path / f"child{k}.npy")
             assert_same(got, want)
     finally:
         stop.set()
@@ -178,7 +146,7 @@ def test_fork_while_a_read_is_blocked_inside_batch(samples, tmp_path):
         while not _pool_thread_blocked_in_open():
             assert time.monotonic() < deadline, "batch never reached open() of the FIFO"
             time.sleep(0.005)
-        got = _in_child(lambda: reader.batch(range(15)), tmp_path / "child.npy")
+        got = in_child(lambda: reader.batch(range(15)), tmp_path / "child.npy")
         assert thread.is_alive()  # still blocked in the parent all along
     finally:
         with contextlib.suppress(OSError):  # a writer lets the blocked open() return

@@ -7,19 +7,17 @@ import contextlib
 import os
 import pickle
 import platform
-import signal
 import subprocess
 import sys
 import textwrap
 import threading
 import time
-import traceback
 
 import h5py
 import numpy as np
 import pytest
 from _h5files import all_rows, sample_data
-from _helpers import assert_same
+from _helpers import assert_same, in_child
 
 import packread
 
@@ -28,52 +26,7 @@ NAMES = ["gz", "lzf", "raw", "contig", "compact", "g/f32"]
 
 
 def _in_child(work, timeout=CHILD_TIMEOUT_S):
-    """Forks; the child pickles ``work()`` into a pipe and exits. Returns what it sent.
-
-    A child that does not finish within ``timeout`` seconds is killed and the test fails: a
-    hang must not hang pytest.
-    """
-    rfd, wfd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child: never return into pytest
-        code = 1
-        try:
-            os.close(rfd)
-            blob = pickle.dumps(work())
-            with os.fdopen(wfd, "wb") as w:
-                w.write(blob)
-            code = 0
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(code)
-    os.close(wfd)
-    chunks = []
-    os.set_blocking(rfd, False)
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            try:
-                part = os.read(rfd, 1 << 20)
-                if part:
-                    chunks.append(part)
-            except BlockingIOError:
-                pass
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            if time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                pytest.fail(f"forked child did not finish within {timeout} s (hung)")
-            time.sleep(0.005)
-        os.set_blocking(rfd, True)
-        while part := os.read(rfd, 1 << 20):
-            chunks.append(part)
-    finally:
-        os.close(rfd)
-    assert os.waitstatus_to_exitcode(status) == 0, "child failed (traceback on stderr)"
-    return pickle.loads(b"".join(chunks))
+    return in_child(work, timeout_s=timeout)
 
 
 def _write(path, n=64, *, libver="earliest", compact=True):

@@ -8,6 +8,7 @@ import pathlib
 import numpy as np
 import pytest
 from _helpers import (
+    NPY_SCALAR_DTYPES,
     aligned_buffer,
     assert_same,
     np_load_bytes,
@@ -25,42 +26,7 @@ import packread
 # --------------------------------------------------------------------------------------------
 # dtypes
 
-SCALAR_DTYPES = [
-    "|b1",
-    "|i1",
-    "|u1",
-    "<i2",
-    ">i2",
-    "<i4",
-    ">i4",
-    "<i8",
-    ">i8",
-    "<u2",
-    ">u2",
-    "<u4",
-    ">u4",
-    "<u8",
-    ">u8",
-    "<f2",
-    ">f2",
-    "<f4",
-    ">f4",
-    "<f8",
-    ">f8",
-    "<c8",
-    ">c8",
-    "<c16",
-    ">c16",
-    "|S1",
-    "|S7",
-    "<U1",
-    "<U5",
-    ">U3",
-    "<M8[ns]",
-    ">m8[s]",
-    "|V5",
-    np.dtype(np.longdouble).str,
-]
+SCALAR_DTYPES = NPY_SCALAR_DTYPES
 
 RECORD_DTYPES = {
     "simple": np.dtype([("a", "<i4"), ("b", ">f8"), ("c", "|S3")]),

@@ -10,7 +10,14 @@ import zipfile
 
 import numpy as np
 import pytest
-from _helpers import aligned_buffer, assert_same, npy_bytes, random_array, with_order
+from _helpers import (
+    NPY_SCALAR_DTYPES,
+    aligned_buffer,
+    assert_same,
+    npy_bytes,
+    random_array,
+    with_order,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -19,42 +26,7 @@ import packread
 
 SAVERS = {"savez": np.savez, "savez_compressed": np.savez_compressed}
 
-DTYPES = [
-    "|b1",
-    "|i1",
-    "|u1",
-    "<i2",
-    ">i2",
-    "<i4",
-    ">i4",
-    "<i8",
-    ">i8",
-    "<u2",
-    ">u2",
-    "<u4",
-    ">u4",
-    "<u8",
-    ">u8",
-    "<f2",
-    ">f2",
-    "<f4",
-    ">f4",
-    "<f8",
-    ">f8",
-    "<c8",
-    ">c8",
-    "<c16",
-    ">c16",
-    "|S1",
-    "|S7",
-    "<U1",
-    "<U5",
-    ">U3",
-    "<M8[ns]",
-    ">m8[s]",
-    "|V5",
-    np.dtype(np.longdouble).str,
-]
+DTYPES = NPY_SCALAR_DTYPES
 RECORDS = {
     "simple": np.dtype([("a", "<i4"), ("b", ">f8"), ("c", "|S3")]),
     "nested": np.dtype([("x", [("lo", "<u2"), ("hi", ">u2")]), ("y", "<f4", (2,))]),
