@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tables
 from _h5files import all_rows, chunk_spans, h5py_rows, index_forms, sample_data
-from _helpers import assert_same
+from _helpers import NPY_SCALAR_DTYPES, assert_same
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -440,36 +440,11 @@ def test_file_without_datasets(tmp_path):
 # --------------------------------------------------------------------------------------------
 # dtypes
 
+# What h5py stores natively: numpy's scalar dtypes less unicode, datetimes, void and
+# extended precision, plus a longer string.
 SCALAR_DTYPES = [
-    "|i1",
-    "|u1",
-    "<i2",
-    ">i2",
-    "<i4",
-    ">i4",
-    "<i8",
-    ">i8",
-    "<u2",
-    ">u2",
-    "<u4",
-    ">u4",
-    "<u8",
-    ">u8",
-    "<f2",
-    ">f2",
-    "<f4",
-    ">f4",
-    "<f8",
-    ">f8",
-    "<c8",
-    ">c8",
-    "<c16",
-    ">c16",
-    "|b1",
-    "|S1",
-    "|S7",
-    "|S16",
-]
+    d for d in NPY_SCALAR_DTYPES if np.dtype(d).kind in "biufcS" and np.dtype(d) != np.longdouble
+] + ["|S16"]
 
 RECORD_DTYPES = {
     "simple": np.dtype([("a", "<i4"), ("b", ">f8"), ("c", "|S3")]),
