@@ -8,7 +8,9 @@ Usage: ``python benches/report.py .bench/latest.json``
 Entries are paired by benchmark group and ``extra_info['case']``. In each pair the entry with
 ``extra_info['role'] == 'baseline'`` is the baseline; ``ratio`` is baseline median / entry
 median (above 1: faster than the baseline). A ``reference`` entry (the seed users' own Dataset
-loop) gets its own ratio column.
+loop, or SPDL's loader) gets its own ratio column; ``variant`` entries (other spellings of the
+baseline) are listed after the baseline. ``extra_info['compression']`` and
+``extra_info['note']``, where present, are printed under the table.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-ROLE_ORDER = {"baseline": 0, "reference": 1, "packread": 2}
+ROLE_ORDER = {"baseline": 0, "variant": 1, "reference": 2, "packread": 3}
 
 
 def _time(seconds: float) -> str:
@@ -71,7 +73,7 @@ def _table(entries: list[dict[str, Any]]) -> list[str]:
     head = ["variant", "role", "median", "samples/s", "GB/s", "faults/call", "rounds"]
     head += ["ratio vs baseline"]
     if ref is not None:
-        head.append("ratio vs seed Dataset")
+        head.append("ratio vs reference")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for b in entries:
         info, med = b["extra_info"], b["stats"]["median"]
@@ -93,6 +95,18 @@ def _table(entries: list[dict[str, Any]]) -> list[str]:
     if base is None:
         lines.append("")
         lines.append("(no baseline entry in this group)")
+    ratios = {b["extra_info"]["compression"] for b in entries if "compression" in b["extra_info"]}
+    notes = [
+        f"- `{b['extra_info'].get('label', b['name'])}`: {b['extra_info']['note']}"
+        for b in entries
+        if b["extra_info"].get("note")
+    ]
+    if ratios or notes:
+        lines.append("")
+    if ratios:
+        shown = ", ".join(f"{r}x" for r in sorted(ratios))
+        lines.append(f"Compression ratio (array bytes / stored bytes): {shown}")
+    lines += notes
     return lines
 
 

@@ -10,13 +10,13 @@ With ``--benchmark-disable`` each one runs once, as a quick correctness pass.
 from __future__ import annotations
 
 import io
-import resource
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
 import torch
+from conftest import measure
 from torch.utils.data import Dataset
 
 import packread
@@ -28,41 +28,6 @@ if TYPE_CHECKING:
 FOLDER = pytest.mark.benchmark(min_rounds=20, warmup=True, warmup_iterations=3)
 
 
-def _measure(
-    benchmark: Any,
-    *,
-    group: str,
-    role: str,
-    label: str,
-    samples: int,
-    nbytes: int,
-    fn: Callable[[], Any],
-    case: str = "",
-) -> Any:
-    benchmark.group = group
-    benchmark.extra_info.update(
-        role=role,
-        label=label,
-        case=case,
-        samples_per_call=samples,
-        bytes_per_call=nbytes,
-    )
-    calls = 0
-
-    def counted() -> Any:
-        nonlocal calls
-        calls += 1
-        return fn()
-
-    # Minor page faults per call (warm-up and calibration calls included): a variant that
-    # allocates fresh memory every call shows it here.
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    result = benchmark(counted)
-    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-    benchmark.extra_info["minor_faults_per_call"] = round(faults / max(calls, 1), 1)
-    return result
-
-
 def _folder(benchmark: Any, folder: NpyFolder, role: str, label: str, load: Callable) -> None:
     batches = folder.batch_cycle()
     n = len(folder.batches[0])
@@ -71,7 +36,7 @@ def _folder(benchmark: Any, folder: NpyFolder, role: str, label: str, load: Call
         idx = next(batches)
         return idx, load(idx)
 
-    idx, got = _measure(
+    idx, got = measure(
         benchmark,
         group=f"npy-folder-{folder.name}",
         role=role,
@@ -147,7 +112,7 @@ def test_folder_packread_batch_out(benchmark: Any, npy_folder: NpyFolder) -> Non
 def _single(
     benchmark: Any, group: str, blob: NpyBlob, role: str, label: str, fn: Callable[[], Any]
 ) -> None:
-    got = _measure(
+    got = measure(
         benchmark,
         group=group,
         role=role,

@@ -178,8 +178,10 @@ impl ZipIndex<SharedFile> {
     pub fn open(path: PathBuf, limits: ZipLimits) -> Result<Self> {
         let file = SharedFile::open(path)?;
         let location = file.path().display().to_string();
-        let mut reader = file.file();
-        let members = parse_directory(&mut reader, file.len(), &location, &limits)?;
+        // The zip crate reads the directory field by field: buffer it (200,000 read calls
+        // for 100,000 members otherwise).
+        let reader = std::io::BufReader::with_capacity(1 << 16, file.file());
+        let members = parse_directory(reader, file.len(), &location, &limits)?;
         Ok(ZipIndex::new(file, location, members, limits))
     }
 }

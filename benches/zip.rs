@@ -1,0 +1,424 @@
+//! Criterion benches for the ZIP core: parsing a large central directory, and batch reads of
+//! raw members against naive single-threaded `pread` loops over the same bytes.
+//!
+//! Run with `cargo bench --bench zip`. Archives are written here, by hand (local headers,
+//! central directory, ZIP64 end records when needed: no dependency on a ZIP writer), to a
+//! temporary directory, flushed and read once before timing, so every number is a
+//! warm-page-cache number. The whole run takes about a minute on 2 cores.
+
+use std::fs::File;
+use std::hint::black_box;
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use libdeflater::{CompressionLvl, Compressor, Decompressor};
+use packread::pool;
+use packread::zip::{ZipIndex, ZipLimits};
+
+const STORED: u16 = 0;
+const DEFLATED: u16 = 8;
+
+/// One member as written: where its data starts and how it is stored.
+struct Written {
+    data_start: u64,
+    stored_len: usize,
+    crc32: u32,
+}
+
+/// Writes a ZIP archive of `members` (name, method, bytes as stored, uncompressed length,
+/// CRC-32 of the uncompressed bytes) to `path` and returns where each member's data starts.
+/// Members and the directory stay below 4 GiB; more than 65,535 members get ZIP64 end records.
+fn write_zip<'a>(
+    path: &Path,
+    members: impl Iterator<Item = (String, u16, &'a [u8], usize, u32)>,
+) -> Vec<Written> {
+    let mut w = BufWriter::new(File::create(path).expect("create bench zip"));
+    let mut central = Vec::new();
+    let mut written = Vec::new();
+    let mut pos = 0u64;
+    let mut put = |w: &mut BufWriter<File>, bytes: &[u8]| {
+        w.write_all(bytes).expect("write bench zip");
+        pos += bytes.len() as u64;
+        pos
+    };
+    let u16le = |v: u16| v.to_le_bytes();
+    let u32le = |v: u32| v.to_le_bytes();
+    for (name, method, stored, size, crc) in members {
+        let header_offset = u32::try_from(
+            written
+                .last()
+                .map_or(0, |m: &Written| m.data_start + m.stored_len as u64),
+        )
+        .expect("bench archive below 4 GiB");
+        // version needed, flags, method, mtime, mdate (1980-01-01), crc, sizes, name, extra
+        let fields: Vec<u8> = [
+            &u16le(20)[..],
+            &u16le(0),
+            &u16le(method),
+            &u16le(0),
+            &u16le(0x21),
+            &u32le(crc),
+            &u32le(stored.len() as u32),
+            &u32le(size as u32),
+            &u16le(name.len() as u16),
+            &u16le(0),
+        ]
+        .concat();
+        put(&mut w, &u32le(0x0403_4b50));
+        put(&mut w, &fields);
+        let data_start = put(&mut w, name.as_bytes());
+        put(&mut w, stored);
+        central.extend(u32le(0x0201_4b50));
+        central.extend(u16le(20)); // version made by
+        central.extend(&fields);
+        central.extend(u16le(0)); // comment length
+        central.extend(u16le(0)); // disk number
+        central.extend(u16le(0)); // internal attributes
+        central.extend(u32le(0)); // external attributes
+        central.extend(u32le(header_offset));
+        central.extend(name.as_bytes());
+        written.push(Written {
+            data_start,
+            stored_len: stored.len(),
+            crc32: crc,
+        });
+    }
+    let cd_offset = written
+        .last()
+        .map_or(0, |m| m.data_start + m.stored_len as u64);
+    let n = written.len() as u64;
+    put(&mut w, &central);
+    if n > u64::from(u16::MAX) {
+        let zip64_eocd = cd_offset + central.len() as u64;
+        put(&mut w, &u32le(0x0606_4b50));
+        put(&mut w, &44u64.to_le_bytes()); // size of the rest of this record
+        put(&mut w, &u16le(45)); // version made by
+        put(&mut w, &u16le(45)); // version needed
+        put(&mut w, &u32le(0)); // this disk
+        put(&mut w, &u32le(0)); // disk with the directory
+        put(&mut w, &n.to_le_bytes());
+        put(&mut w, &n.to_le_bytes());
+        put(&mut w, &(central.len() as u64).to_le_bytes());
+        put(&mut w, &cd_offset.to_le_bytes());
+        put(&mut w, &u32le(0x0706_4b50)); // ZIP64 locator
+        put(&mut w, &u32le(0));
+        put(&mut w, &zip64_eocd.to_le_bytes());
+        put(&mut w, &u32le(1));
+    }
+    let count = u16::try_from(n).unwrap_or(u16::MAX);
+    put(&mut w, &u32le(0x0605_4b50));
+    put(&mut w, &u16le(0));
+    put(&mut w, &u16le(0));
+    put(&mut w, &u16le(count));
+    put(&mut w, &u16le(count));
+    put(&mut w, &u32le(central.len() as u32));
+    put(&mut w, &u32le(cd_offset as u32));
+    put(&mut w, &u16le(0)); // comment length
+    w.flush().expect("flush bench zip");
+    written
+}
+
+/// Flushes the freshly written file to disk (so that writeback does not compete with the
+/// timed runs), then reads it once so that the timed runs find it in the page cache.
+fn warm(path: &Path) {
+    // SAFETY: sync(2) takes no arguments and cannot fail.
+    unsafe { libc::sync() };
+    black_box(std::fs::read(path).expect("read bench zip"));
+}
+
+/// A fixed-seed generator, so every run writes the same data and reads the same batch.
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// `k` distinct indices in `0..n`, in random order (a sampler's shuffled batch).
+    fn sample(&mut self, n: usize, k: usize) -> Vec<usize> {
+        let mut all: Vec<usize> = (0..n).collect();
+        for i in 0..k {
+            let j = i + (self.next() % (n - i) as u64) as usize;
+            all.swap(i, j);
+        }
+        all.truncate(k);
+        all
+    }
+
+    /// `len` bytes of uniform noise.
+    fn noise(&mut self, len: usize) -> Vec<u8> {
+        (0..len).map(|_| self.next() as u8).collect()
+    }
+
+    /// `len` bytes of rows of 256 that are random walks (steps -1, 0, +1): smooth, so that
+    /// DEFLATE compresses them 2-3x, like the Python benchmark's `smooth_images`.
+    fn smooth(&mut self, len: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(len);
+        let mut v = 0u8;
+        for i in 0..len {
+            let r = self.next();
+            v = if i % 256 == 0 {
+                r as u8
+            } else {
+                v.wrapping_add((r % 3) as u8).wrapping_sub(1)
+            };
+            out.push(v);
+        }
+        out
+    }
+}
+
+fn bench_open(c: &mut Criterion) {
+    const MEMBERS: usize = 100_000;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("tiny_members.zip");
+    let payload = b"0123456789abcdef";
+    let crc = libdeflater::crc32(payload);
+    let written = write_zip(
+        &path,
+        (0..MEMBERS).map(|i| {
+            (
+                format!("train/{i:06}.txt"),
+                STORED,
+                &payload[..],
+                payload.len(),
+                crc,
+            )
+        }),
+    );
+    warm(&path);
+    // The archive is what it should be: every member indexed, in order, data where written.
+    let index = ZipIndex::open(path.clone(), ZipLimits::default()).expect("open");
+    assert_eq!(index.len(), MEMBERS);
+    for i in [0, 1, MEMBERS / 2, MEMBERS - 1] {
+        assert_eq!(index.members()[i].name(), format!("train/{i:06}.txt"));
+        assert_eq!(
+            index.member_data(i).unwrap().data_start,
+            written[i].data_start
+        );
+        assert_eq!(index.read(i).unwrap(), payload);
+    }
+    drop(index);
+
+    let mut group = c.benchmark_group("zip/open");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(4))
+        .throughput(Throughput::Elements(MEMBERS as u64));
+    group.bench_function("100000_tiny_members", |b| {
+        b.iter(|| ZipIndex::open(black_box(path.clone()), ZipLimits::default()).expect("open"))
+    });
+    group.finish();
+}
+
+/// An archive of `FILES` members of `SAMPLE` bytes each, and what was written.
+struct Archive {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    data: Vec<Vec<u8>>,
+    written: Vec<Written>,
+}
+
+const FILES: usize = 512;
+const BATCH: usize = 64;
+/// 3x256x256 uint8.
+const SAMPLE: usize = 3 * 256 * 256;
+
+fn archive(method: u16) -> Archive {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("members.zip");
+    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+    let data: Vec<Vec<u8>> = (0..FILES)
+        .map(|_| {
+            if method == STORED {
+                rng.noise(SAMPLE)
+            } else {
+                rng.smooth(SAMPLE)
+            }
+        })
+        .collect();
+    let mut compressor = Compressor::new(CompressionLvl::default());
+    let stored: Vec<Vec<u8>> = data
+        .iter()
+        .map(|d| {
+            if method == STORED {
+                return d.clone();
+            }
+            let mut z = vec![0u8; compressor.deflate_compress_bound(d.len())];
+            let n = compressor.deflate_compress(d, &mut z).expect("deflate");
+            z.truncate(n);
+            z
+        })
+        .collect();
+    let written = write_zip(
+        &path,
+        (0..FILES).map(|i| {
+            (
+                format!("img/{i:05}.raw"),
+                method,
+                stored[i].as_slice(),
+                SAMPLE,
+                libdeflater::crc32(&data[i]),
+            )
+        }),
+    );
+    warm(&path);
+    Archive {
+        _dir: dir,
+        path,
+        data,
+        written,
+    }
+}
+
+fn bench_read_stored(c: &mut Criterion) {
+    let a = archive(STORED);
+    let idx = XorShift(42).sample(FILES, BATCH);
+    let index = ZipIndex::open(a.path.clone(), ZipLimits::default()).expect("open");
+    let no_crc = ZipLimits {
+        verify_crc: false,
+        ..ZipLimits::default()
+    };
+    let index_no_crc = ZipIndex::open(a.path.clone(), no_crc).expect("open");
+    let expected: Vec<u8> = idx
+        .iter()
+        .flat_map(|&i| a.data[i].iter().copied())
+        .collect();
+    let mut out = vec![0u8; BATCH * SAMPLE];
+
+    // The naive reader: one handle, kept open (like the seed's per-worker `ZipFile`), and the
+    // data offsets known (packread also finds each member's data once, then keeps it).
+    let file = File::open(&a.path).expect("open");
+    let written = &a.written;
+    let pread = |out: &mut [u8]| {
+        for (slot, &i) in out.chunks_exact_mut(SAMPLE).zip(&idx) {
+            file.read_exact_at(slot, written[i].data_start)
+                .expect("pread");
+        }
+    };
+    // The same, checking every CRC-32 (as zipfile, and packread by default, do).
+    let pread_crc = |out: &mut [u8]| {
+        for (slot, &i) in out.chunks_exact_mut(SAMPLE).zip(&idx) {
+            file.read_exact_at(slot, written[i].data_start)
+                .expect("pread");
+            assert_eq!(libdeflater::crc32(slot), written[i].crc32, "CRC-32");
+        }
+    };
+    // Every variant must produce the bytes that were written.
+    for (name, f) in [
+        ("pread loop", &pread as &dyn Fn(&mut [u8])),
+        ("pread + crc loop", &pread_crc),
+    ] {
+        out.fill(0);
+        f(&mut out);
+        assert!(out == expected, "{name} differs from the data written");
+    }
+    for (name, ix) in [
+        ("packread", &index),
+        ("packread without CRC", &index_no_crc),
+    ] {
+        out.fill(0);
+        ix.read_raw_batch(&idx, SAMPLE, &mut out).expect(name);
+        assert!(out == expected, "{name} differs from the data written");
+    }
+
+    let threads = pool::num_threads();
+    let mut group = c.benchmark_group("zip/read_raw_batch_64x196KB_stored");
+    group
+        .sample_size(30)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3))
+        .throughput(Throughput::Bytes((BATCH * SAMPLE) as u64));
+    group.bench_function("naive_pread_loop_1_thread", |b| {
+        b.iter(|| pread(black_box(&mut out)))
+    });
+    group.bench_function("naive_pread_crc_loop_1_thread", |b| {
+        b.iter(|| pread_crc(black_box(&mut out)))
+    });
+    group.bench_function(format!("packread_{threads}_threads"), |b| {
+        b.iter(|| index.read_raw_batch(black_box(&idx), SAMPLE, black_box(&mut out)))
+    });
+    group.bench_function(format!("packread_{threads}_threads_no_crc"), |b| {
+        b.iter(|| index_no_crc.read_raw_batch(black_box(&idx), SAMPLE, black_box(&mut out)))
+    });
+    // The same engine on one thread: what the pool adds, separated from per-member costs.
+    pool::set_num_threads(1);
+    group.bench_function("packread_1_thread", |b| {
+        b.iter(|| index.read_raw_batch(black_box(&idx), SAMPLE, black_box(&mut out)))
+    });
+    group.bench_function("packread_1_thread_no_crc", |b| {
+        b.iter(|| index_no_crc.read_raw_batch(black_box(&idx), SAMPLE, black_box(&mut out)))
+    });
+    pool::set_num_threads(0);
+    group.finish();
+}
+
+fn bench_read_deflated(c: &mut Criterion) {
+    let a = archive(DEFLATED);
+    let idx = XorShift(42).sample(FILES, BATCH);
+    let index = ZipIndex::open(a.path.clone(), ZipLimits::default()).expect("open");
+    let expected: Vec<u8> = idx
+        .iter()
+        .flat_map(|&i| a.data[i].iter().copied())
+        .collect();
+    let mut out = vec![0u8; BATCH * SAMPLE];
+    let stored: usize = a.written.iter().map(|w| w.stored_len).sum();
+    let ratio = (FILES * SAMPLE) as f64 / stored as f64;
+    eprintln!("zip/read_raw_batch deflated: compression ratio {ratio:.2}x");
+
+    // The naive reader: pread the compressed bytes, inflate them with libdeflate (the codec
+    // packread uses), check the CRC-32; one thread.
+    let file = File::open(&a.path).expect("open");
+    let written = &a.written;
+    let mut scratch = Vec::new();
+    let mut decompressor = Decompressor::new();
+    let mut naive = |out: &mut [u8]| {
+        for (slot, &i) in out.chunks_exact_mut(SAMPLE).zip(&idx) {
+            let w = &written[i];
+            scratch.resize(w.stored_len, 0);
+            file.read_exact_at(&mut scratch, w.data_start)
+                .expect("pread");
+            let n = decompressor
+                .deflate_decompress(&scratch, slot)
+                .expect("inflate");
+            assert_eq!(n, SAMPLE);
+            assert_eq!(libdeflater::crc32(slot), w.crc32, "CRC-32");
+        }
+    };
+    out.fill(0);
+    naive(&mut out);
+    assert!(out == expected, "naive loop differs from the data written");
+    out.fill(0);
+    index.read_raw_batch(&idx, SAMPLE, &mut out).expect("read");
+    assert!(out == expected, "packread differs from the data written");
+
+    let threads = pool::num_threads();
+    let mut group = c.benchmark_group("zip/read_raw_batch_64x196KB_deflated");
+    group
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(4))
+        .throughput(Throughput::Bytes((BATCH * SAMPLE) as u64));
+    group.bench_function("naive_pread_inflate_crc_loop_1_thread", |b| {
+        b.iter(|| naive(black_box(&mut out)))
+    });
+    group.bench_function(format!("packread_{threads}_threads"), |b| {
+        b.iter(|| index.read_raw_batch(black_box(&idx), SAMPLE, black_box(&mut out)))
+    });
+    pool::set_num_threads(1);
+    group.bench_function("packread_1_thread", |b| {
+        b.iter(|| index.read_raw_batch(black_box(&idx), SAMPLE, black_box(&mut out)))
+    });
+    pool::set_num_threads(0);
+    group.finish();
+}
+
+criterion_group!(benches, bench_open, bench_read_stored, bench_read_deflated);
+criterion_main!(benches);
