@@ -13,7 +13,7 @@ use crate::dtype::{DType, DescrError};
 use crate::error::{Error, ErrorKind, Result};
 use crate::exec::{execute_into, Dest, Extent};
 use crate::literal::{self, Literal};
-use crate::plan::resolve_indices;
+use crate::plan::{check_out_len, resolve_indices};
 use crate::pool;
 use crate::source::{FileStamp, PathSet};
 
@@ -385,20 +385,6 @@ impl NpySet {
             .collect();
         pool::install(|| execute_into(&self.files, &extents, out, NPY_FAULTS)).map_err(|f| f.error)
     }
-}
-
-pub(crate) fn check_out_len(got: usize, rows: usize, row_bytes: usize) -> Result<()> {
-    let want = rows.checked_mul(row_bytes);
-    if want != Some(got) {
-        return Err(Error::new(
-            ErrorKind::InvalidArgument,
-            "",
-            format!(
-                "output buffer is {got} bytes, {rows} samples of {row_bytes} bytes need {want:?}"
-            ),
-        ));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

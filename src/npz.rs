@@ -171,7 +171,7 @@ impl NpzSet {
             ));
         }
         for (&k, out) in keys.iter().zip(outs.iter()) {
-            crate::npy::check_out_len(out.len(), rows.len(), self.keys[k].expect.data_len())?;
+            crate::plan::check_out_len(out.len(), rows.len(), self.keys[k].expect.data_len())?;
         }
         let mut unique = rows.clone();
         unique.sort_unstable();

@@ -21,6 +21,21 @@ pub fn resolve_indices(idx: &[i64], len: usize) -> Result<Vec<usize>> {
         .collect()
 }
 
+/// Checks that an output buffer holds exactly `rows` samples of `row_bytes` each.
+pub fn check_out_len(got: usize, rows: usize, row_bytes: usize) -> Result<()> {
+    let want = rows.checked_mul(row_bytes);
+    if want != Some(got) {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            "",
+            format!(
+                "output buffer is {got} bytes, {rows} samples of {row_bytes} bytes need {want:?}"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -700,7 +700,7 @@ impl<S: Source> ZipIndex<S> {
         sample_bytes: usize,
         out: &mut [u8],
     ) -> Result<()> {
-        crate::npy::check_out_len(out.len(), members.len(), sample_bytes)?;
+        crate::plan::check_out_len(out.len(), members.len(), sample_bytes)?;
         let extents = self.extents(members, |k, i| {
             let m = &self.members[i];
             if m.size != sample_bytes as u64 {
@@ -726,7 +726,7 @@ impl<S: Source> ZipIndex<S> {
         out: &mut [u8],
     ) -> Result<()> {
         let n = expect.data_len();
-        crate::npy::check_out_len(out.len(), members.len(), n)?;
+        crate::plan::check_out_len(out.len(), members.len(), n)?;
         let payload = Payload::Npy(expect.clone());
         let extents = self.extents(members, |k, i| self.extent(i, &payload, 0, k * n))?;
         self.run(&extents, members, &mut [out])

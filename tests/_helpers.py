@@ -7,6 +7,7 @@ import os
 import pickle
 import signal
 import tempfile
+import threading
 import time
 import traceback
 import warnings
@@ -206,3 +207,40 @@ NPY_SCALAR_DTYPES = [
     "|V5",
     np.dtype(np.longdouble).str,
 ]
+
+# Dtypes the property tests draw from ("rec" stands for PROPERTY_RECORD).
+PROPERTY_DTYPES = [
+    "|b1",
+    "|i1",
+    "<i2",
+    ">i2",
+    "<i4",
+    ">i8",
+    "<u2",
+    ">u4",
+    "<u8",
+    "<f2",
+    ">f2",
+    "<f4",
+    ">f4",
+    "<f8",
+    ">f8",
+    "<c8",
+    ">c16",
+    "|S3",
+    "<U2",
+    ">U1",
+    "rec",
+]
+PROPERTY_RECORD = np.dtype([("a", ">i2"), ("b", "<f4", (2,)), ("c", "|S2")])
+
+
+def run_threads(work, count: int = 8, timeout_s: float = 60) -> None:
+    """Runs ``work(seed)`` for seeds ``0..count`` in as many threads, all started together;
+    fails if any thread is still running after ``timeout_s``."""
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout_s)
+    assert not any(t.is_alive() for t in threads)

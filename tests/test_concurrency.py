@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 import pytest
-from _helpers import assert_same, in_child, stack
+from _helpers import assert_same, in_child, run_threads, stack
 
 import packread
 
@@ -255,12 +255,7 @@ def test_threads_share_one_reader(make_samples):
         except BaseException as exc:
             failures.append((seed, repr(exc)))
 
-    threads = [threading.Thread(target=work, args=(s,)) for s in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(CHILD_TIMEOUT_S)
-    assert not any(t.is_alive() for t in threads)
+    run_threads(work, timeout_s=CHILD_TIMEOUT_S)
     assert failures == []
     assert sorted(done) == list(range(8))
 

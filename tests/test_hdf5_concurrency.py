@@ -17,7 +17,7 @@ import h5py
 import numpy as np
 import pytest
 from _h5files import all_rows, sample_data
-from _helpers import assert_same, in_child
+from _helpers import assert_same, in_child, run_threads
 
 import packread
 
@@ -363,12 +363,7 @@ def test_threads_share_one_reader(tmp_path, cache_bytes):
         except BaseException as exc:
             failures.append((seed, repr(exc)))
 
-    threads = [threading.Thread(target=work, args=(s,)) for s in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(CHILD_TIMEOUT_S)
-    assert not any(t.is_alive() for t in threads)
+    run_threads(work, timeout_s=CHILD_TIMEOUT_S)
     assert failures == []
     assert sorted(done) == list(range(8))
 

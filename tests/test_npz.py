@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 from _helpers import (
     NPY_SCALAR_DTYPES,
+    PROPERTY_DTYPES,
+    PROPERTY_RECORD,
     aligned_buffer,
     assert_same,
     npy_bytes,
@@ -247,31 +249,6 @@ def test_view_keeps_the_buffer_alive():
 
 # --------------------------------------------------------------------------------------------
 # property test
-
-PROPERTY_DTYPES = [
-    "|b1",
-    "|i1",
-    "<i2",
-    ">i2",
-    "<i4",
-    ">i8",
-    "<u2",
-    ">u4",
-    "<u8",
-    "<f2",
-    ">f2",
-    "<f4",
-    ">f4",
-    "<f8",
-    ">f8",
-    "<c8",
-    ">c16",
-    "|S3",
-    "<U2",
-    ">U1",
-    "rec",
-]
-PROPERTY_RECORD = np.dtype([("a", ">i2"), ("b", "<f4", (2,)), ("c", "|S2")])
 
 
 @st.composite

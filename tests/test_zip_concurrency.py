@@ -12,7 +12,7 @@ import zlib
 
 import numpy as np
 import pytest
-from _helpers import assert_same, in_child, npy_bytes, random_array, with_order
+from _helpers import assert_same, in_child, npy_bytes, random_array, run_threads, with_order
 from _zipcraft import patch_both
 
 import packread
@@ -340,12 +340,7 @@ def test_threads_share_one_zip_reader_and_npz_reader(data):
         except BaseException as exc:
             failures.append((seed, repr(exc)))
 
-    threads = [threading.Thread(target=work, args=(s,)) for s in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(TIMEOUT_S)
-    assert not any(t.is_alive() for t in threads)
+    run_threads(work, timeout_s=TIMEOUT_S)
     assert failures == []
     assert sorted(done) == list(range(8))
 

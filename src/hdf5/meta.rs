@@ -207,9 +207,7 @@ pub unsafe fn dataset_meta(
                 Layout::Contiguous { addr: Some(addr) }
             }
         }
-        H5D_layout_t::H5D_CHUNKED => {
-            chunked(ds, dcpl.0, &shape, itemsize, &filters, &at, file_len)?
-        }
+        H5D_layout_t::H5D_CHUNKED => chunked(ds, dcpl.0, &shape, itemsize, &at, file_len)?,
         H5D_layout_t::H5D_COMPACT => Layout::Other("compact layout".into()),
         other => Layout::Other(format!("{other:?} layout")),
     };
@@ -289,7 +287,6 @@ unsafe fn chunked(
     dcpl: hid_t,
     shape: &[usize],
     itemsize: usize,
-    filters: &[Filter],
     at: &str,
     file_len: u64,
 ) -> Result<Layout> {
@@ -320,7 +317,6 @@ unsafe fn chunked(
     if chunk_bytes.is_none_or(|b| b > (1 << 40)) {
         return Err(h5err(at, format!("chunk shape {chunk:?} is too large")));
     }
-    let _ = filters;
     extern "C" fn visit(
         offset: *const hsize_t,
         mask: c_uint,

@@ -27,7 +27,7 @@ use crate::codec::{Faults, Pipeline, Step, Wrapper};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::exec::{execute, scatter, Dest, Extent, Piece};
-use crate::plan::resolve_indices;
+use crate::plan::{check_out_len, resolve_indices};
 use crate::pool;
 use crate::source::SharedFile;
 
@@ -326,7 +326,7 @@ impl Hdf5File {
             ));
         }
         for (&w, out) in which.iter().zip(outs.iter()) {
-            crate::npy::check_out_len(out.len(), rows.len(), self.datasets[w].sample_bytes)?;
+            check_out_len(out.len(), rows.len(), self.datasets[w].sample_bytes)?;
         }
         // Plan every dataset, then run all their extents in one parallel pass.
         let mut plan = BatchPlan::default();
@@ -479,7 +479,7 @@ impl Hdf5File {
                 let loc = chunks.get(&linear).copied();
                 let mut extent = match loc {
                     None => fill_extent(&ds.meta.fill, ds.chunk_bytes, slot, Dest::At(0)),
-                    Some(loc) => chunk_extent(loc, filters, ds.chunk_bytes, itemsize, slot)?,
+                    Some(loc) => chunk_extent(loc, filters, ds.chunk_bytes, slot),
                 };
                 let addr = loc.map_or(0, |l| l.addr);
                 if exact && uses.len() == 1 {
@@ -632,13 +632,7 @@ fn fill_extent(fill: &[u8], len: usize, slot: usize, dest: Dest) -> Extent {
 
 /// The extent decoding one stored chunk: the filters in reverse, skipping those its mask
 /// says were not applied.
-fn chunk_extent(
-    loc: ChunkLoc,
-    filters: &[FilterStep],
-    chunk_bytes: usize,
-    _itemsize: usize,
-    slot: usize,
-) -> Result<Extent> {
+fn chunk_extent(loc: ChunkLoc, filters: &[FilterStep], chunk_bytes: usize, slot: usize) -> Extent {
     let mut steps = Vec::with_capacity(filters.len());
     for (i, f) in filters.iter().enumerate().rev() {
         if i < 32 && loc.mask & (1 << i) != 0 {
@@ -654,7 +648,7 @@ fn chunk_extent(
             FilterStep::Lzf => Step::Lzf,
         });
     }
-    Ok(Extent {
+    Extent {
         file: 0,
         offset: loc.addr,
         stored_len: loc.size as usize,
@@ -662,7 +656,7 @@ fn chunk_extent(
         decoded_len: chunk_bytes,
         out: slot as u32,
         dest: Dest::At(0),
-    })
+    }
 }
 
 /// The part of one sample that one chunk of a row-slab covers.

@@ -11,6 +11,7 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::errors::invalid_argument;
 use crate::dtype::DType;
+use crate::error::{Error, ErrorKind};
 use crate::literal::Literal;
 
 /// Most distinct dtypes remembered; a flood of distinct descrs only costs a rebuild.
@@ -106,6 +107,36 @@ impl RawOut {
         }
         std::slice::from_raw_parts_mut(self.ptr, self.len)
     }
+}
+
+/// The slices of several outputs, refused if any two share memory (they would be written
+/// concurrently).
+///
+/// # Safety
+/// As [`RawOut::as_mut_slice`], for every output.
+pub unsafe fn exclusive_slices<'a>(raws: &[RawOut]) -> Result<Vec<&'a mut [u8]>, Error> {
+    let mut ranges: Vec<(usize, usize)> = raws
+        .iter()
+        .filter(|r| r.len > 0)
+        .map(|r| (r.ptr as usize, r.len))
+        .collect();
+    ranges.sort_unstable();
+    if ranges.windows(2).any(|w| w[0].0 + w[0].1 > w[1].0) {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            "",
+            "out= arrays must not share memory",
+        ));
+    }
+    Ok(raws.iter().map(|r| r.as_mut_slice()).collect())
+}
+
+/// `(rows,) + sample`: the shape of a batch.
+pub fn batch_shape(rows: usize, sample: &[usize]) -> Vec<usize> {
+    let mut shape = Vec::with_capacity(sample.len() + 1);
+    shape.push(rows);
+    shape.extend_from_slice(sample);
+    shape
 }
 
 /// Checks that `out` is a numpy array of exactly `shape` and `dtype`, C-contiguous and

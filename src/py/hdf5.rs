@@ -7,9 +7,8 @@ use numpy::{PyArrayDescr, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
-use super::array::{numpy_dtype, output, RawOut};
+use super::array::{batch_shape, exclusive_slices, numpy_dtype, output, RawOut};
 use super::errors::{invalid_argument, IntoPyResult};
-use crate::error::{Error, ErrorKind};
 use crate::hdf5::{Hdf5File, Selection};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -122,24 +121,17 @@ impl HDF5Reader {
             .zip(&outs)
             .map(|(&w, out)| {
                 let ds = &self.file.datasets()[w];
-                let mut shape = vec![idx.len()];
-                shape.extend_from_slice(ds.sample_shape());
-                output(out, &shape, self.dtypes[w].bind(py))
+                output(
+                    out,
+                    &batch_shape(idx.len(), ds.sample_shape()),
+                    self.dtypes[w].bind(py),
+                )
             })
             .collect::<PyResult<Vec<RawOut>>>()?;
         let file = &self.file;
         py.detach(move || {
-            // SAFETY: every `out` is alive on the caller's frame for the whole call; arrays
-            // sharing memory would be written concurrently, so they are refused.
-            let mut slices: Vec<&mut [u8]> =
-                raws.iter().map(|r| unsafe { r.as_mut_slice() }).collect();
-            if super::zip::overlapping(&slices) {
-                return Err(Error::new(
-                    ErrorKind::InvalidArgument,
-                    "",
-                    "out= arrays must not share memory",
-                ));
-            }
+            // SAFETY: every `out` is alive on the caller's frame for the whole call.
+            let mut slices = unsafe { exclusive_slices(&raws)? };
             file.read_batch(&idx, &which, &mut slices)
         })
         .py_err(py)

@@ -8,7 +8,7 @@ use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use super::array::{empty, fresh_bytes, numpy_dtype, output};
+use super::array::{batch_shape, empty, fresh_bytes, numpy_dtype, output};
 use super::errors::{invalid_argument, IntoPyResult};
 use crate::npy::{self, Limits, NpySet};
 
@@ -133,9 +133,7 @@ impl NpyReader {
         out: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let idx: Vec<i64> = idx.as_array().to_vec();
-        let mut shape = Vec::with_capacity(1 + self.set.sample_shape().len());
-        shape.push(idx.len());
-        shape.extend_from_slice(self.set.sample_shape());
+        let shape = batch_shape(idx.len(), self.set.sample_shape());
         let raw = output(out, &shape, self.dtype.bind(py))?;
         let set = &self.set;
         py.detach(move || {

@@ -8,7 +8,9 @@ use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-use super::array::{empty, fresh_bytes, numpy_dtype, output, RawOut};
+use super::array::{
+    batch_shape, empty, exclusive_slices, fresh_bytes, numpy_dtype, output, RawOut,
+};
 use super::errors::{invalid_argument, to_py, IntoPyResult};
 use crate::codec::NpyExpect;
 use crate::error::{Error, ErrorKind};
@@ -37,13 +39,6 @@ fn limits(verify_crc: bool, max_member_bytes: u64, max_header_size: usize) -> Zi
 }
 
 const DEFAULT_MAX_MEMBER: u64 = 4 << 30;
-
-fn batch_shape(rows: usize, sample: &[usize]) -> Vec<usize> {
-    let mut shape = Vec::with_capacity(sample.len() + 1);
-    shape.push(rows);
-    shape.extend_from_slice(sample);
-    shape
-}
 
 fn check_positions(py: Python<'_>, positions: &[i64], len: usize) -> PyResult<Vec<usize>> {
     crate::plan::resolve_indices(positions, len).py_err(py)
@@ -300,31 +295,12 @@ impl NpzReader {
             .collect::<PyResult<Vec<RawOut>>>()?;
         let set = &self.set;
         py.detach(move || {
-            // SAFETY: every `out` is alive on the caller's frame for the whole call; arrays
-            // sharing memory would be written concurrently, so they are refused.
-            let mut slices: Vec<&mut [u8]> =
-                raws.iter().map(|r| unsafe { r.as_mut_slice() }).collect();
-            if overlapping(&slices) {
-                return Err(Error::new(
-                    ErrorKind::InvalidArgument,
-                    "",
-                    "out= arrays must not share memory",
-                ));
-            }
+            // SAFETY: every `out` is alive on the caller's frame for the whole call.
+            let mut slices = unsafe { exclusive_slices(&raws)? };
             set.read_batch(&idx, &positions, &mut slices)
         })
         .py_err(py)
     }
-}
-
-pub(super) fn overlapping(slices: &[&mut [u8]]) -> bool {
-    let mut ranges: Vec<(usize, usize)> = slices
-        .iter()
-        .filter(|s| !s.is_empty())
-        .map(|s| (s.as_ptr() as usize, s.len()))
-        .collect();
-    ranges.sort_unstable();
-    ranges.windows(2).any(|w| w[0].0 + w[0].1 > w[1].0)
 }
 
 /// Loads a whole NPZ file: `dict[key, ndarray | bytes]`, as `dict(numpy.load(path))`.
