@@ -1,17 +1,25 @@
 //! Decode pipelines: pure functions from stored bytes to the bytes a sample holds in C order.
 //! Every format describes its encoding as a [`Pipeline`]; the executor runs it.
 
+mod bitshuffle;
+mod blosc;
 mod deflate;
 mod hdf5_filters;
+mod lz4;
 mod npy_stream;
 mod transpose;
+mod zstd;
 
 use std::sync::Arc;
 
+pub use bitshuffle::{bitshuffle_decode, BitshuffleInner};
+pub use blosc::{blosc_decompress, BloscHeader};
 pub use deflate::{inflate, inflate_prefix, Wrapper};
 pub use hdf5_filters::{fletcher32, lzf_decompress, strip_fletcher32, unshuffle};
+pub use lz4::{lz4_block, lz4_hdf5};
 pub use npy_stream::{npy_stream_to_c, NpyExpect};
 pub use transpose::fortran_to_c;
+pub use zstd::zstd_decompress;
 
 use crate::error::{Error, ErrorKind};
 
@@ -58,6 +66,19 @@ pub enum Step {
     Unshuffle { itemsize: usize },
     /// Decodes an LZF block (h5py's LZF filter).
     Lzf,
+    /// Decodes a blosc 1.x buffer (any inner codec and shuffle).
+    Blosc,
+    /// Decodes zstd frames.
+    Zstd,
+    /// Decodes HDF5's LZ4 framing.
+    Lz4,
+    /// Undoes bitshuffle of `itemsize`-byte elements in blocks of `block` elements (0: the
+    /// default), with LZ4 or zstd inside or nothing.
+    Bitshuffle {
+        itemsize: usize,
+        block: usize,
+        inner: BitshuffleInner,
+    },
     /// Ignores the input: the output is this pattern repeated (an HDF5 chunk never written,
     /// which reads as the fill value).
     Fill(Arc<[u8]>),
@@ -74,6 +95,10 @@ impl Step {
         match self {
             Step::Fletcher32 => input_len.saturating_sub(4),
             Step::Unshuffle { .. } => input_len,
+            Step::Bitshuffle {
+                inner: BitshuffleInner::None,
+                ..
+            } => input_len,
             _ => size_hint,
         }
     }
@@ -90,6 +115,17 @@ impl Step {
                 unshuffle(input, out, *itemsize).map_err(|m| faults.corrupt(m))
             }
             Step::Lzf => lzf_decompress(input, out).map_err(|m| faults.corrupt(m)),
+            Step::Blosc => blosc_decompress(input, out).map_err(|m| faults.corrupt(m)),
+            Step::Zstd => zstd_decompress(input, out).map_err(|m| faults.corrupt(m)),
+            Step::Lz4 => lz4_hdf5(input, out).map_err(|m| faults.corrupt(m)),
+            Step::Bitshuffle {
+                itemsize,
+                block,
+                inner,
+            } => BITSHUFFLE_TMP.with(|tmp| {
+                bitshuffle_decode(input, out, *itemsize, *block, *inner, &mut tmp.borrow_mut())
+                    .map_err(|m| faults.corrupt(m))
+            }),
             Step::Fill(pattern) => {
                 fill(out, pattern);
                 Ok(())
@@ -112,6 +148,11 @@ impl Step {
             _ => unreachable!("transforms are not checks"),
         }
     }
+}
+
+thread_local! {
+    /// Bitshuffle's per-block scratch (a compressed block decodes there, then is transposed).
+    static BITSHUFFLE_TMP: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Fills `out` with `pattern` repeated (zeros if the pattern is empty or all zero).

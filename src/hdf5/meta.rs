@@ -20,14 +20,19 @@ use hdf5_sys::h5s::{H5Sclose, H5Sget_simple_extent_dims, H5Sget_simple_extent_nd
 use hdf5_sys::h5t::H5Tclose;
 use hdf5_sys::h5z::H5Zfilter_avail;
 
-use super::types::descr_of;
+use super::types::{descr_of, Conventions};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
+use crate::literal::Literal;
 
 pub const FILTER_DEFLATE: u32 = 1;
 pub const FILTER_SHUFFLE: u32 = 2;
 pub const FILTER_FLETCHER32: u32 = 3;
 pub const FILTER_LZF: u32 = 32000;
+pub const FILTER_BLOSC: u32 = 32001;
+pub const FILTER_LZ4: u32 = 32004;
+pub const FILTER_BITSHUFFLE: u32 = 32008;
+pub const FILTER_ZSTD: u32 = 32015;
 
 /// One filter of a dataset's pipeline, in the order it was applied when writing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,6 +81,33 @@ pub struct DatasetMeta {
     pub filters: Vec<Filter>,
     /// One element of the fill value, in the stored byte order.
     pub fill: Vec<u8>,
+    /// For variable-length data: what the sequences hold (`dtype` is then the heap ID).
+    pub vlen: Option<Vlen>,
+}
+
+/// What the elements of a variable-length dataset hold.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Vlen {
+    /// The element type of each sequence, with the shape of one element (PyTables atoms may
+    /// have one).
+    pub base: DType,
+    pub elem_shape: Vec<usize>,
+    pub kind: VlenKind,
+    /// Bytes of one stored element: sequence length (u32), heap collection address, index.
+    pub id_bytes: usize,
+    pub sizeof_addr: usize,
+    pub sizeof_size: usize,
+}
+
+/// How a sequence reads in Python.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VlenKind {
+    /// An array of the base type.
+    Array,
+    /// A variable-length string (h5py's `string_dtype()`, PyTables' `VLStringAtom`): bytes.
+    Bytes,
+    /// PyTables' `VLUnicodeAtom` (UCS-4 code points): str.
+    Unicode,
 }
 
 fn h5err(location: &str, msg: impl Into<String>) -> Error {
@@ -140,6 +172,51 @@ pub unsafe fn dataset_names(file: hid_t, location: &str) -> Result<Vec<String>> 
     Ok(names)
 }
 
+/// What a file says about all its datasets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileFacts {
+    pub conv: Conventions,
+    /// Bytes of a file address and of a length (the superblock's "sizes").
+    pub sizeof_addr: usize,
+    pub sizeof_size: usize,
+}
+
+/// Reads the file-wide facts: PyTables marks the files it writes with a root attribute; the
+/// creation properties give the size of addresses and lengths.
+///
+/// # Safety
+/// `file` is an open file id and the caller holds the HDF5 lock.
+pub unsafe fn file_facts(file: hid_t, location: &str) -> Result<FileFacts> {
+    let name = c"PYTABLES_FORMAT_VERSION";
+    let conv =
+        if hdf5_sys::h5a::H5Aexists_by_name(file, c"/".as_ptr(), name.as_ptr(), H5P_DEFAULT) > 0 {
+            Conventions::PyTables
+        } else {
+            Conventions::H5py
+        };
+    let fcpl = id(
+        hdf5_sys::h5f::H5Fget_create_plist(file),
+        H5Pclose,
+        location,
+        "file creation properties",
+    )?;
+    let (mut sa, mut ss) = (0usize, 0usize);
+    if hdf5_sys::h5p::H5Pget_sizes(fcpl.0, &mut sa, &mut ss) < 0
+        || !(2..=8).contains(&sa)
+        || !(2..=8).contains(&ss)
+    {
+        return Err(h5err(
+            location,
+            "cannot read the file's address and length sizes",
+        ));
+    }
+    Ok(FileFacts {
+        conv,
+        sizeof_addr: sa,
+        sizeof_size: ss,
+    })
+}
+
 /// Reads a dataset's metadata. `file_len` bounds every address.
 ///
 /// # Safety
@@ -149,6 +226,7 @@ pub unsafe fn dataset_meta(
     name: &str,
     location: &str,
     file_len: u64,
+    facts: FileFacts,
 ) -> Result<DatasetMeta> {
     let at = format!("{location}:{name}");
     let space = id(H5Dget_space(ds), H5Sclose, &at, "dataspace")?;
@@ -161,14 +239,27 @@ pub unsafe fn dataset_meta(
     let shape: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
 
     let ftype = id(H5Dget_type(ds), H5Tclose, &at, "datatype")?;
-    let (dtype, dtype_problem) = match descr_of(ftype.0) {
-        Ok(descr) => match DType::from_descr(descr) {
-            Ok(d) => (Some(d), None),
-            Err(e) => (None, Some(format!("{e:?}"))),
-        },
-        Err(problem) => (None, Some(problem)),
+    let vlen = vlen_of(ftype.0, facts, ds);
+    let (dtype, dtype_problem, itemsize) = match &vlen {
+        // Variable-length data: the dataset's own elements are the heap IDs.
+        Some(Ok(v)) => (
+            DType::from_descr(Literal::Str(format!("|V{}", v.id_bytes))).ok(),
+            None,
+            v.id_bytes,
+        ),
+        Some(Err(problem)) => (None, Some(problem.clone()), 0),
+        None => {
+            let (dtype, problem) = match descr_of(ftype.0, facts.conv) {
+                Ok(descr) => match DType::from_descr(descr) {
+                    Ok(d) => (Some(d), None),
+                    Err(e) => (None, Some(format!("{e:?}"))),
+                },
+                Err(problem) => (None, Some(problem)),
+            };
+            (dtype, problem, hdf5_sys::h5t::H5Tget_size(ftype.0))
+        }
     };
-    let itemsize = hdf5_sys::h5t::H5Tget_size(ftype.0);
+    let vlen = vlen.and_then(|v| v.ok());
 
     let dcpl = id(
         H5Dget_create_plist(ds),
@@ -177,7 +268,12 @@ pub unsafe fn dataset_meta(
         "creation properties",
     )?;
     let filters = filters(dcpl.0, &at)?;
-    let fill = fill_value(dcpl.0, ftype.0, itemsize, &at)?;
+    let fill = if vlen.is_some() {
+        // A never-written element is an empty sequence (length 0).
+        vec![0u8; itemsize]
+    } else {
+        fill_value(dcpl.0, ftype.0, itemsize, &at)?
+    };
     let layout = match H5Pget_layout(dcpl.0) {
         _ if H5Pget_external_count(dcpl.0) > 0 => Layout::Other("external storage".into()),
         H5D_layout_t::H5D_CONTIGUOUS => {
@@ -219,7 +315,119 @@ pub unsafe fn dataset_meta(
         layout,
         filters,
         fill,
+        vlen,
     })
+}
+
+/// The variable-length description of `ftype`: `None` if it is not variable-length,
+/// `Some(Err)` if it is but cannot be read.
+unsafe fn vlen_of(
+    ftype: hid_t,
+    facts: FileFacts,
+    ds: hid_t,
+) -> Option<std::result::Result<Vlen, String>> {
+    use hdf5_sys::h5t::{
+        H5T_class_t, H5Tget_array_dims2, H5Tget_array_ndims, H5Tget_class, H5Tget_super,
+        H5Tis_variable_str,
+    };
+    let class = H5Tget_class(ftype);
+    let string = class == H5T_class_t::H5T_STRING && H5Tis_variable_str(ftype) > 0;
+    if class != H5T_class_t::H5T_VLEN && !string {
+        return None;
+    }
+    let id_bytes = 4 + facts.sizeof_addr + 4;
+    let make = |base: &str, elem_shape: Vec<usize>, kind| {
+        DType::from_descr(Literal::Str(base.into()))
+            .map(|base| Vlen {
+                base,
+                elem_shape,
+                kind,
+                id_bytes,
+                sizeof_addr: facts.sizeof_addr,
+                sizeof_size: facts.sizeof_size,
+            })
+            .map_err(|e| format!("{e:?}"))
+    };
+    if string {
+        return Some(make("|u1", vec![], VlenKind::Bytes));
+    }
+    let base = H5Tget_super(ftype);
+    if base < 0 {
+        return Some(Err("cannot read the variable-length base type".into()));
+    }
+    let base = Id(base, H5Tclose);
+    // An array base type (a PyTables atom with a shape): each element is that array.
+    let (elem, elem_shape) = if H5Tget_class(base.0) == H5T_class_t::H5T_ARRAY {
+        let n = H5Tget_array_ndims(base.0);
+        if !(1..=32).contains(&n) {
+            return Some(Err("variable-length base array has an invalid rank".into()));
+        }
+        let mut dims = vec![0u64; n as usize];
+        H5Tget_array_dims2(base.0, dims.as_mut_ptr());
+        let inner = H5Tget_super(base.0);
+        if inner < 0 {
+            return Some(Err("cannot read the variable-length base type".into()));
+        }
+        (
+            Id(inner, H5Tclose),
+            dims.iter().map(|&d| d as usize).collect(),
+        )
+    } else {
+        (Id(hdf5_sys::h5t::H5Tcopy(base.0), H5Tclose), vec![])
+    };
+    if H5Tget_class(elem.0) == H5T_class_t::H5T_VLEN || H5Tis_variable_str(elem.0) > 0 {
+        return Some(Err("nested variable-length data is not supported".into()));
+    }
+    let descr = match descr_of(elem.0, facts.conv) {
+        Ok(Literal::Str(s)) => s,
+        Ok(_) => {
+            return Some(Err(
+                "variable-length sequences of records are not supported".into(),
+            ))
+        }
+        Err(e) => return Some(Err(format!("variable-length base type: {e}"))),
+    };
+    let pseudo = pytables_pseudo_atom(ds);
+    let kind = match pseudo.as_deref() {
+        Some("vlstring") => VlenKind::Bytes,
+        Some("vlunicode") => VlenKind::Unicode,
+        Some("object") => {
+            return Some(Err(
+                "PyTables ObjectAtom rows are pickles; packread never unpickles".into(),
+            ))
+        }
+        _ => VlenKind::Array,
+    };
+    Some(make(&descr, elem_shape, kind))
+}
+
+/// PyTables' `PSEUDOATOM` attribute of a VLArray (`vlstring`, `vlunicode`, `object`).
+unsafe fn pytables_pseudo_atom(ds: hid_t) -> Option<String> {
+    use hdf5_sys::h5a::{H5Aclose, H5Aexists, H5Aget_type, H5Aopen, H5Aread};
+    use hdf5_sys::h5t::{H5Tget_size, H5Tis_variable_str};
+    let name = c"PSEUDOATOM";
+    if H5Aexists(ds, name.as_ptr()) <= 0 {
+        return None;
+    }
+    let attr = H5Aopen(ds, name.as_ptr(), H5P_DEFAULT);
+    if attr < 0 {
+        return None;
+    }
+    let attr = Id(attr, H5Aclose);
+    let atype = Id(H5Aget_type(attr.0), H5Tclose);
+    if atype.0 < 0 || H5Tis_variable_str(atype.0) > 0 {
+        return None;
+    }
+    let size = H5Tget_size(atype.0);
+    if size == 0 || size > 64 {
+        return None;
+    }
+    let mut buf = vec![0u8; size];
+    if H5Aread(attr.0, atype.0, buf.as_mut_ptr().cast()) < 0 {
+        return None;
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(size);
+    Some(String::from_utf8_lossy(&buf[..end]).into_owned())
 }
 
 unsafe fn filters(dcpl: hid_t, at: &str) -> Result<Vec<Filter>> {

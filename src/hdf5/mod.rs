@@ -4,8 +4,10 @@
 //! compact or external storage) are read by libhdf5 itself, under its lock.
 
 mod cache;
+mod memory;
 mod meta;
 mod types;
+mod vlen;
 
 use std::collections::{BTreeMap, HashMap};
 use std::mem::ManuallyDrop;
@@ -20,16 +22,21 @@ use hdf5_sys::h5s::{H5S_seloper_t, H5Sclose, H5Screate_simple, H5Sselect_hypersl
 use hdf5_sys::h5t::H5Tclose;
 
 pub use cache::ChunkCache;
-pub use meta::{ChunkLoc, DatasetMeta, Filter, Layout};
-use meta::{FILTER_DEFLATE, FILTER_FLETCHER32, FILTER_LZF, FILTER_SHUFFLE};
+pub use memory::MemoryFile;
+pub use meta::{ChunkLoc, DatasetMeta, Filter, Layout, Vlen, VlenKind};
+use meta::{
+    FILTER_BITSHUFFLE, FILTER_BLOSC, FILTER_DEFLATE, FILTER_FLETCHER32, FILTER_LZ4, FILTER_LZF,
+    FILTER_SHUFFLE, FILTER_ZSTD,
+};
+pub use vlen::RaggedPlan;
 
-use crate::codec::{Faults, Pipeline, Step, Wrapper};
+use crate::codec::{BitshuffleInner, Faults, Pipeline, Step, Wrapper};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::exec::{execute, scatter, Dest, Extent, Piece};
 use crate::plan::{check_out_len, resolve_indices};
 use crate::pool;
-use crate::source::SharedFile;
+use crate::source::{SharedFile, Source};
 
 const HDF5_FAULTS: Faults = Faults::both(ErrorKind::Hdf5);
 
@@ -64,6 +71,14 @@ enum FilterStep {
     Shuffle(usize),
     Fletcher32,
     Lzf,
+    Blosc,
+    Zstd,
+    Lz4,
+    Bitshuffle {
+        itemsize: usize,
+        block: usize,
+        inner: BitshuffleInner,
+    },
 }
 
 /// A dataset of the reader.
@@ -111,6 +126,11 @@ impl Hdf5Dataset {
         &self.meta.filters
     }
 
+    /// What a variable-length dataset's sequences hold (`None` for fixed-size data).
+    pub fn vlen(&self) -> Option<&Vlen> {
+        self.meta.vlen.as_ref()
+    }
+
     /// How packread reads this dataset, in words.
     pub fn read_path(&self) -> String {
         match &self.path {
@@ -123,9 +143,50 @@ impl Hdf5Dataset {
     }
 }
 
+/// Where a file's bytes are read from.
+enum Backing {
+    File(SharedFile),
+    Memory(MemoryFile),
+}
+
+impl Backing {
+    fn len(&self) -> u64 {
+        match self {
+            Backing::File(f) => f.len(),
+            Backing::Memory(m) => m.len(),
+        }
+    }
+}
+
+impl Source for Backing {
+    fn read_at(&self, file: u32, offset: u64, buf: &mut [u8]) -> Result<()> {
+        match self {
+            Backing::File(f) => f.read_at(file, offset, buf),
+            Backing::Memory(m) => m.read_at(file, offset, buf),
+        }
+    }
+
+    fn name(&self, file: u32) -> String {
+        match self {
+            Backing::File(f) => f.name(file),
+            Backing::Memory(m) => m.name(file),
+        }
+    }
+}
+
+/// What to open: a path, or a whole file's bytes.
+pub enum Input {
+    Path(PathBuf),
+    /// `name` is used in messages only.
+    Memory {
+        name: String,
+        bytes: Arc<[u8]>,
+    },
+}
+
 /// An HDF5 file opened for batch reads along the first axis.
 pub struct Hdf5File {
-    file: SharedFile,
+    source: Backing,
     h5: LibraryHandle,
     location: String,
     datasets: Vec<Hdf5Dataset>,
@@ -135,7 +196,7 @@ pub struct Hdf5File {
     threads: Option<usize>,
 }
 
-fn h5err(location: &str, msg: impl Into<String>) -> Error {
+pub(crate) fn h5err(location: &str, msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::Hdf5, location, msg)
 }
 
@@ -222,17 +283,38 @@ fn normalize(name: &str) -> String {
 
 impl Hdf5File {
     pub fn open(
-        path: PathBuf,
+        input: Input,
         selection: Selection,
         cache_bytes: usize,
         threads: Option<usize>,
     ) -> Result<Hdf5File> {
-        let location = path.display().to_string();
-        let file = SharedFile::open(path.clone())?;
-        let file_len = file.len();
-        let (h5, metas) = with_library(&location, || {
-            let h5 = hdf5_metno::File::open(&path)
-                .map_err(|e| h5err(&location, format!("cannot open as HDF5: {e}")))?;
+        let (location, source) = match input {
+            Input::Path(path) => (
+                path.display().to_string(),
+                Backing::File(SharedFile::open(path)?),
+            ),
+            Input::Memory { name, bytes } => {
+                (name.clone(), Backing::Memory(MemoryFile { name, bytes }))
+            }
+        };
+        let file_len = source.len();
+        let (h5, image, metas) = with_library(&location, || {
+            let (h5, image) = match &source {
+                Backing::File(f) => (
+                    hdf5_metno::File::open(f.path())
+                        .map_err(|e| h5err(&location, format!("cannot open as HDF5: {e}")))?,
+                    None,
+                ),
+                Backing::Memory(m) => {
+                    // SAFETY: HDF5 lock held; the image is kept in the LibraryHandle, which
+                    // closes the file before dropping it.
+                    let (id, image) = unsafe { memory::open_image(&location, m.bytes.clone())? };
+                    // SAFETY: a file id just opened, owned by the new handle.
+                    let file = unsafe { hdf5_metno::from_id::<hdf5_metno::File>(id) }
+                        .map_err(|e| h5err(&location, format!("cannot open as HDF5: {e}")))?;
+                    (file, Some(image))
+                }
+            };
             // SAFETY: open file id, HDF5 lock held.
             let all = unsafe { meta::dataset_names(h5.id(), &location)? };
             let wanted: Vec<String> = match &selection {
@@ -240,6 +322,8 @@ impl Hdf5File {
                 // Names may reach a dataset through soft or hard links, as in h5py.
                 Selection::Names(names) => names.iter().map(|n| normalize(n)).collect(),
             };
+            // SAFETY: open file id, HDF5 lock held.
+            let facts = unsafe { meta::file_facts(h5.id(), &location)? };
             let mut metas = Vec::with_capacity(wanted.len());
             for name in &wanted {
                 let ds = h5.dataset(name).map_err(|e| {
@@ -257,15 +341,18 @@ impl Hdf5File {
                     }
                 })?;
                 // SAFETY: open dataset id, HDF5 lock held.
-                metas.push(unsafe { meta::dataset_meta(ds.id(), name, &location, file_len)? });
+                metas.push(unsafe {
+                    meta::dataset_meta(ds.id(), name, &location, file_len, facts)?
+                });
             }
-            Ok((h5, metas))
+            Ok((h5, image, metas))
         })?;
         let (datasets, samples, skipped) = select(metas, &selection, &location)?;
         Ok(Hdf5File {
-            file,
+            source,
             h5: LibraryHandle {
                 file: ManuallyDrop::new(h5),
+                image: ManuallyDrop::new(image),
                 pid: std::process::id(),
             },
             location,
@@ -361,7 +448,7 @@ impl Hdf5File {
             let mut all: Vec<&mut [u8]> = outs.iter_mut().map(|o| &mut **o).collect();
             all.extend(fresh_bufs.iter_mut().map(|b| b.as_mut_slice()));
             pool::install_with(self.threads, || {
-                execute(&self.file, &extents, &mut all, HDF5_FAULTS)
+                execute(&self.source, &extents, &mut all, HDF5_FAULTS)
             })
             .map_err(|f| {
                 let (w, addr) = labels[f.extent];
@@ -570,16 +657,22 @@ type Selected = (Vec<Hdf5Dataset>, usize, Vec<(String, String)>);
 
 /// libhdf5's handle on the file. A forked child never closes it: the parent may have held
 /// libhdf5's lock at the moment of the fork, and closing would wait on it forever.
+/// For a file in memory, the image libhdf5 reads in place outlives the file (and in a child,
+/// where the file is never closed, is never freed).
 struct LibraryHandle {
     file: ManuallyDrop<hdf5_metno::File>,
+    image: ManuallyDrop<Option<Box<memory::Image>>>,
     pid: u32,
 }
 
 impl Drop for LibraryHandle {
     fn drop(&mut self) {
         if std::process::id() == self.pid {
-            // SAFETY: dropped once, here.
-            unsafe { ManuallyDrop::drop(&mut self.file) };
+            // SAFETY: dropped once, here, the file before the image it reads.
+            unsafe {
+                ManuallyDrop::drop(&mut self.file);
+                ManuallyDrop::drop(&mut self.image);
+            }
         }
     }
 }
@@ -646,6 +739,18 @@ fn chunk_extent(loc: ChunkLoc, filters: &[FilterStep], chunk_bytes: usize, slot:
             FilterStep::Shuffle(n) => Step::Unshuffle { itemsize: *n },
             FilterStep::Fletcher32 => Step::Fletcher32,
             FilterStep::Lzf => Step::Lzf,
+            FilterStep::Blosc => Step::Blosc,
+            FilterStep::Zstd => Step::Zstd,
+            FilterStep::Lz4 => Step::Lz4,
+            FilterStep::Bitshuffle {
+                itemsize,
+                block,
+                inner,
+            } => Step::Bitshuffle {
+                itemsize: *itemsize,
+                block: *block,
+                inner: *inner,
+            },
         });
     }
     Extent {
@@ -753,6 +858,8 @@ fn select(metas: Vec<DatasetMeta>, selection: &Selection, location: &str) -> Res
         let at = format!("{location}:{}", m.name);
         let problem = if m.shape.is_empty() {
             Some("is a scalar (no first axis to index)".to_string())
+        } else if m.vlen.is_some() && m.shape.len() != 1 {
+            Some("variable-length data of rank > 1 is not supported".to_string())
         } else {
             m.dtype_problem.clone()
         };
@@ -818,6 +925,10 @@ fn dataset(meta: DatasetMeta, location: &str) -> Result<Hdf5Dataset> {
     let path = match &meta.layout {
         Layout::Contiguous { addr: Some(a) } => ReadPath::Contiguous(*a),
         Layout::Contiguous { addr: None } => ReadPath::Fill,
+        // libhdf5 would hand back its in-memory sequences, not the stored heap IDs.
+        Layout::Other(why) if meta.vlen.is_some() => {
+            ReadPath::Unreadable(format!("variable-length data in {why} is not supported"))
+        }
         Layout::Other(why) => ReadPath::Library(why.clone()),
         Layout::Chunked { chunk, .. } => {
             chunk_bytes = chunk.iter().product::<usize>() * itemsize;
@@ -829,6 +940,10 @@ fn dataset(meta: DatasetMeta, location: &str) -> Result<Hdf5Dataset> {
                         f.id,
                         if f.name.is_empty() { "unknown" } else { &f.name }
                     )),
+                    None if meta.vlen.is_some() => ReadPath::Unreadable(
+                        "variable-length data behind a filter pipeline packread does not decode"
+                            .into(),
+                    ),
                     None => ReadPath::Library("a filter packread does not decode".into()),
                 },
             }
@@ -892,6 +1007,55 @@ fn native_filters(
                 }
                 compressors += 1;
                 FilterStep::Lzf
+            }
+            // (filter version, blosc version, typesize, chunk bytes, level, shuffle, codec):
+            // the buffer's own header says everything decoding needs.
+            FILTER_BLOSC => {
+                if f.params.len() > 7 {
+                    return Err(bad("expected at most 7 parameters"));
+                }
+                compressors += 1;
+                FilterStep::Blosc
+            }
+            FILTER_ZSTD => {
+                if f.params.len() > 1 {
+                    return Err(bad("expected at most one parameter, the level"));
+                }
+                compressors += 1;
+                FilterStep::Zstd
+            }
+            FILTER_LZ4 => {
+                if f.params.len() > 1 {
+                    return Err(bad("expected at most one parameter, the block size"));
+                }
+                compressors += 1;
+                FilterStep::Lz4
+            }
+            // (major, minor, element size, block size, compressor, zstd level)
+            FILTER_BITSHUFFLE => {
+                if !(3..=6).contains(&f.params.len()) || f.params[2] == 0 {
+                    return Err(bad(
+                        "expected 3 to 6 parameters, the third the element size",
+                    ));
+                }
+                let block = f.params.get(3).copied().unwrap_or(0) as usize;
+                if block % 8 != 0 {
+                    return Err(bad("block size is not a multiple of 8"));
+                }
+                let inner = match f.params.get(4).copied().unwrap_or(0) {
+                    0 => BitshuffleInner::None,
+                    2 => BitshuffleInner::Lz4,
+                    3 => BitshuffleInner::Zstd,
+                    other => return Err(bad(&format!("unknown compressor {other}"))),
+                };
+                if inner != BitshuffleInner::None {
+                    compressors += 1;
+                }
+                FilterStep::Bitshuffle {
+                    itemsize: f.params[2] as usize,
+                    block,
+                    inner,
+                }
             }
             _ => return Ok(None),
         });

@@ -61,15 +61,23 @@ fn member_name(type_id: hid_t, i: u32) -> Result<String, String> {
     }
 }
 
+/// Whose reading conventions apply where h5py and PyTables differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conventions {
+    H5py,
+    /// A file PyTables wrote: its 8-bit bitfields are numpy bools (PyTables' `BoolAtom`).
+    PyTables,
+}
+
 /// The numpy descr of an HDF5 datatype, or why it has no fixed-size numpy equivalent.
 ///
 /// # Safety
 /// `type_id` is a valid datatype id and the caller holds the HDF5 lock.
-pub unsafe fn descr_of(type_id: hid_t) -> Result<Literal, String> {
-    descr(type_id, 0)
+pub unsafe fn descr_of(type_id: hid_t, conv: Conventions) -> Result<Literal, String> {
+    descr(type_id, 0, conv)
 }
 
-unsafe fn descr(type_id: hid_t, depth: usize) -> Result<Literal, String> {
+unsafe fn descr(type_id: hid_t, depth: usize, conv: Conventions) -> Result<Literal, String> {
     if depth > MAX_DEPTH {
         return Err("datatype nested too deeply".into());
     }
@@ -77,6 +85,7 @@ unsafe fn descr(type_id: hid_t, depth: usize) -> Result<Literal, String> {
     let class = H5Tget_class(type_id);
     let s = |text: String| Ok(Literal::Str(text));
     match class {
+        H5T_class_t::H5T_BITFIELD if size == 1 && conv == Conventions::PyTables => s("|b1".into()),
         H5T_class_t::H5T_INTEGER | H5T_class_t::H5T_BITFIELD => {
             let signed = class == H5T_class_t::H5T_INTEGER
                 && H5Tget_sign(type_id) != H5T_sign_t::H5T_SGN_NONE;
@@ -107,10 +116,10 @@ unsafe fn descr(type_id: hid_t, depth: usize) -> Result<Literal, String> {
             if is_h5py_bool(type_id, base.0)? {
                 return s("|b1".into());
             }
-            descr(base.0, depth + 1)
+            descr(base.0, depth + 1, conv)
         }
         H5T_class_t::H5T_ARRAY => Err("array datatypes are only supported inside compounds".into()),
-        H5T_class_t::H5T_COMPOUND => compound(type_id, size, depth),
+        H5T_class_t::H5T_COMPOUND => compound(type_id, size, depth, conv),
         H5T_class_t::H5T_VLEN => Err("variable-length data has no fixed-size numpy type".into()),
         H5T_class_t::H5T_REFERENCE => Err("references have no fixed-size numpy type".into()),
         other => Err(format!("datatype class {other:?} is not supported")),
@@ -132,7 +141,12 @@ unsafe fn is_h5py_bool(type_id: hid_t, base: hid_t) -> Result<bool, String> {
     Ok(names == ["FALSE", "TRUE"] && values == [0, 1])
 }
 
-unsafe fn compound(type_id: hid_t, size: usize, depth: usize) -> Result<Literal, String> {
+unsafe fn compound(
+    type_id: hid_t,
+    size: usize,
+    depth: usize,
+    conv: Conventions,
+) -> Result<Literal, String> {
     let n = H5Tget_nmembers(type_id);
     if n < 0 {
         return Err("cannot read compound members".into());
@@ -157,13 +171,13 @@ unsafe fn compound(type_id: hid_t, size: usize, depth: usize) -> Result<Literal,
                 .collect();
             Literal::Tuple(vec![
                 Literal::Str(name.clone()),
-                descr(base.0, depth + 1)?,
+                descr(base.0, depth + 1, conv)?,
                 Literal::Tuple(dims),
             ])
         } else {
             Literal::Tuple(vec![
                 Literal::Str(name.clone()),
-                descr(member.0, depth + 1)?,
+                descr(member.0, depth + 1, conv)?,
             ])
         };
         fields.push((offset, msize, name, field));
