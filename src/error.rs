@@ -29,6 +29,8 @@ pub enum ErrorKind {
     Index,
     /// Valid input that packread does not read (object dtype, encryption, unknown filter).
     Unsupported,
+    /// A broken promise inside packread itself (a bug), or a read that could not finish.
+    Internal,
 }
 
 /// An error with the place it happened (`location`: a path, optionally `path:member`).

@@ -12,6 +12,8 @@ pub mod hdf5;
 pub mod literal;
 pub mod npy;
 pub mod npz;
+pub mod order;
+pub mod pending;
 pub mod plan;
 pub mod pool;
 pub mod source;

@@ -83,18 +83,40 @@ fn current() -> Arc<Pool> {
     fresh
 }
 
-/// Runs `f` inside this process's pool.
+/// Runs `f` inside this process's pool; inline when the caller already runs on a packread
+/// pool (a batch started with [`spawn_with`] plans and executes on the pool it was given).
 pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    if rayon::current_thread_index().is_some() {
+        return f();
+    }
     current().pool.install(f)
 }
 
-/// Pools of a fixed size, for readers given their own `num_threads`.
-static SIZED: ArcSwapOption<Vec<Arc<Pool>>> = ArcSwapOption::const_empty();
-
-/// Runs `f` in a pool of `threads` threads (this process's shared pool when `None`).
+/// Runs `f` in a pool of `threads` threads (this process's shared pool when `None`); inline
+/// when the caller already runs on a packread pool.
 pub fn install_with<R: Send>(threads: Option<usize>, f: impl FnOnce() -> R + Send) -> R {
+    if rayon::current_thread_index().is_some() {
+        return f();
+    }
+    pool_for(threads).pool.install(f)
+}
+
+/// Queues `job` on the pool `threads` selects (as [`install_with`]) and returns at once. The
+/// pool is kept alive until the job has run, even if it is replaced meanwhile.
+pub fn spawn_with(threads: Option<usize>, job: impl FnOnce() + Send + 'static) {
+    let pool = pool_for(threads);
+    let keep = pool.clone();
+    pool.pool.spawn(move || {
+        job();
+        drop(keep);
+    });
+}
+
+/// The pool for `threads`: the shared one, or one of a fixed size for readers given their own
+/// `num_threads`.
+fn pool_for(threads: Option<usize>) -> Arc<Pool> {
     let Some(threads) = threads.filter(|&n| n > 0).map(|n| n.min(MAX_THREADS)) else {
-        return install(f);
+        return current();
     };
     let pid = std::process::id();
     let pools = SIZED.load_full();
@@ -103,7 +125,7 @@ pub fn install_with<R: Send>(threads: Option<usize>, f: impl FnOnce() -> R + Sen
         .flat_map(|v| v.iter())
         .find(|p| p.pid == pid && p.threads == threads)
     {
-        return p.pool.install(f);
+        return p.clone();
     }
     let pool = ThreadPoolBuilder::new()
         .num_threads(threads)
@@ -129,8 +151,11 @@ pub fn install_with<R: Send>(threads: Option<usize>, f: impl FnOnce() -> R + Sen
     }
     next.push(fresh.clone());
     SIZED.store(Some(Arc::new(next)));
-    fresh.pool.install(f)
+    fresh
 }
+
+/// Pools of a fixed size, for readers given their own `num_threads`.
+static SIZED: ArcSwapOption<Vec<Arc<Pool>>> = ArcSwapOption::const_empty();
 
 #[cfg(test)]
 mod tests {

@@ -302,7 +302,7 @@ def test_pickle_round_trip_by_path(tmp_path, datasets):
         assert copy.keys() == reader.keys()
         assert len(copy) == len(reader)
         assert copy._options == {"num_threads": 2, "cache_bytes": 12345}
-        for k in reader.keys():  # noqa: SIM118 (a list, not a dict)
+        for k in reader.keys():
             assert copy[k].dtype == reader[k].dtype
             assert copy[k].shape == reader[k].shape
             assert copy[k].chunks == reader[k].chunks
@@ -403,7 +403,7 @@ def test_h5py_and_packread_on_the_same_file(tmp_path):
         for s in range(0, 64, 9):
             rows = list(range(s, min(s + 9, 64)))
             got = reader.batch(rows)
-            for k in reader.keys():  # noqa: SIM118 (a list, not a dict)
+            for k in reader.keys():
                 assert_same(got[k], wants[k][rows])
                 assert f[k][rows[0]].tobytes() == wants[k][rows[0]].tobytes()
             # h5py writes another file in between.

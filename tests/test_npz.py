@@ -324,17 +324,17 @@ def test_npz_reader_metadata(sample_files):
     assert len(r) == 10
     assert r.keys() == ["img", "label", "name", "rec", "empty"]
     assert r.paths == sample_files
-    assert r.shape("img") == (3, 4)
-    assert r.dtype("img") == np.dtype(">f4")
-    assert r.dtype("img").str == ">f4"
-    assert r.shape("label") == ()
-    assert r.dtype("label") == np.dtype("<i8")
-    assert r.shape("name") == (2,)
-    assert r.dtype("name") == np.dtype("<U4")
-    assert r.shape("empty") == (0, 2)
+    assert r.shape["img"] == (3, 4)
+    assert r.dtype["img"] == np.dtype(">f4")
+    assert r.dtype["img"].str == ">f4"
+    assert r.shape["label"] == ()
+    assert r.dtype["label"] == np.dtype("<i8")
+    assert r.shape["name"] == (2,)
+    assert r.dtype["name"] == np.dtype("<U4")
+    assert r.shape["empty"] == (0, 2)
     assert "10 files" in repr(r)
     with pytest.raises(KeyError):
-        r.shape("nope")
+        r.shape["nope"]
 
 
 def test_npz_reader_list_directory_glob(sample_files, tmp_path):
@@ -371,7 +371,7 @@ def test_npz_reader_batch(sample_files, idx):
         want = (
             expected(sample_files, rows, key)
             if rows
-            else np.empty((0, *r.shape(key)), dtype=r.dtype(key))
+            else np.empty((0, *r.shape[key]), dtype=r.dtype[key])
         )
         assert_same(got[key], want)
 
@@ -477,7 +477,7 @@ def test_npz_reader_extra_keys_in_later_files_are_ignored(tmp_path):
     later = tmp_path / "set" / "s999.npz"
     np.savez(later, **arrays, bonus=np.arange(3))
     r = packread.NpzReader([*paths, str(later)])
-    assert "bonus" not in r.keys()  # noqa: SIM118 (a list, not a dict)
+    assert "bonus" not in r.keys()
     assert_same(r.batch([2])["img"], expected([*paths, str(later)], [2], "img"))
 
 

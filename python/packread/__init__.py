@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import errors
+from ._common import BatchReader, PendingBatch
 from ._hdf5 import HDF5Dataset, HDF5Reader
 from ._npy import NpyReader, load_npy
 from ._packread import __version__, get_num_threads, set_num_threads
@@ -12,21 +13,25 @@ from .errors import (
     HDF5Error,
     InconsistentError,
     IndexOutOfRangeError,
+    InternalError,
     InvalidArgumentError,
     LimitExceededError,
     MissingKeyError,
     NpyFormatError,
     PackreadError,
+    PackreadTypeError,
     UnsupportedError,
 )
 
 __all__ = [
     "BadZipError",
+    "BatchReader",
     "HDF5Dataset",
     "HDF5Error",
     "HDF5Reader",
     "InconsistentError",
     "IndexOutOfRangeError",
+    "InternalError",
     "InvalidArgumentError",
     "LimitExceededError",
     "MissingKeyError",
@@ -34,6 +39,8 @@ __all__ = [
     "NpyReader",
     "NpzReader",
     "PackreadError",
+    "PackreadTypeError",
+    "PendingBatch",
     "UnsupportedError",
     "ZipMemberInfo",
     "ZipReader",

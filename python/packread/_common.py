@@ -1,19 +1,95 @@
-"""Argument handling shared by every reader: paths, indices and output arrays."""
+"""What every reader shares: argument handling (paths, indices, options, output arrays), the
+handle of a batch read in the background, and the protocol `packread.torch` reads through."""
 
 from __future__ import annotations
 
 import glob
 import os
 from collections.abc import Iterable, Sequence
-from typing import Union
+from typing import Any, Generic, Protocol, TypeVar, Union, runtime_checkable
 
 import numpy as np
 
-from .errors import IndexOutOfRangeError, InvalidArgumentError, PackreadFileNotFoundError
+from . import _packread
+from .errors import (
+    IndexOutOfRangeError,
+    InvalidArgumentError,
+    PackreadFileNotFoundError,
+    PackreadTypeError,
+)
 
 PathLike = Union[str, "os.PathLike[str]"]
 Paths = Union[PathLike, Iterable[PathLike]]
 Indices = Union[Sequence[int], "np.ndarray", range, slice]
+
+T = TypeVar("T")
+
+
+class PendingBatch(Generic[T]):
+    """A batch being read on packread's thread pool, returned by every reader's
+    ``batch_async``.
+
+    The reads run with the GIL released and no Python thread involved, so the caller can go on
+    (with a training step, say) meanwhile. ``result()`` waits and returns the array (or dict of
+    arrays) or raises the read's exception. Dropping a handle before the read finishes is safe:
+    the arrays being written are released only when the read ends. Do not use an ``out=`` array
+    passed to ``batch_async`` until ``result()`` has returned.
+    """
+
+    __slots__ = ("_read", "_value")
+
+    def __init__(self, read: _packread.PendingRead, value: T) -> None:
+        self._read = read
+        self._value = value
+
+    def done(self) -> bool:
+        """Whether the read has finished (successfully or not)."""
+        return self._read.done()
+
+    def result(self, timeout: float | None = None) -> T:
+        """The batch, once read; raises the read's exception, or ``TimeoutError`` if it is
+        still being read after ``timeout`` seconds (``None``: wait as long as it takes)."""
+        self._read.wait(timeout)
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"<PendingBatch {'done' if self.done() else 'reading'}>"
+
+
+@runtime_checkable
+class BatchReader(Protocol):
+    """What `packread.torch` needs of a reader; every packread reader provides it, and so can
+    any other class.
+
+    ``shape`` and ``dtype`` describe one sample: a tuple and a ``numpy.dtype`` for readers whose
+    ``batch`` returns one array, dicts keyed like the returned dict for the others. Readers may
+    also offer ``batch_async(idx, out=None)`` returning a :class:`PendingBatch` (used for
+    prefetching) and ``samples_per_chunk`` (samples decoded together; used by
+    ``shuffle_mode="chunk"``).
+    """
+
+    def __len__(self) -> int: ...
+
+    @property
+    def shape(self) -> tuple[int, ...] | dict[str, tuple[int, ...]]: ...
+
+    @property
+    def dtype(self) -> np.dtype[Any] | dict[str, np.dtype[Any]]: ...
+
+    def batch(self, idx: Indices, *, out: Any = None) -> Any: ...
+
+
+def check_num_threads(num_threads: int | None) -> int | None:
+    """``num_threads`` of a reader: ``None`` (the shared pool) or a positive int."""
+    if num_threads is None:
+        return None
+    if isinstance(num_threads, bool) or not isinstance(num_threads, (int, np.integer)):
+        raise PackreadTypeError(
+            f"num_threads must be an int or None, not {type(num_threads).__name__}"
+        )
+    if num_threads < 1:
+        raise InvalidArgumentError(f"num_threads must be >= 1, not {num_threads}")
+    return int(num_threads)
 
 
 def expand_paths(paths: Paths, suffix: str) -> list[str]:
@@ -47,7 +123,7 @@ def as_indices(idx: Indices, length: int) -> np.ndarray:
         return np.arange(idx.start, idx.stop, idx.step, dtype=np.int64)
     arr = np.asarray(idx)
     if arr.ndim == 0:
-        raise TypeError(
+        raise PackreadTypeError(
             "idx must be a sequence of ints, an integer array, a range or a slice, "
             f"not {type(idx).__name__}"
         )
@@ -63,7 +139,7 @@ def as_indices(idx: Indices, length: int) -> np.ndarray:
         if big is not None:
             raise IndexOutOfRangeError(f"index {big} is out of range for {length} samples")
         return np.asarray(arr.tolist(), dtype=np.int64)
-    raise TypeError(f"idx must hold integers, not {arr.dtype}")
+    raise PackreadTypeError(f"idx must hold integers, not {arr.dtype}")
 
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1

@@ -9,8 +9,8 @@ from typing import Any, Union
 import numpy as np
 
 from . import _packread
-from ._common import Indices, as_indices, new_output
-from .errors import InvalidArgumentError
+from ._common import Indices, PendingBatch, as_indices, check_num_threads, new_output
+from .errors import InvalidArgumentError, MissingKeyError, PackreadTypeError
 
 #: Decoded chunks kept between batches by default (chunks holding several samples).
 DEFAULT_CACHE_BYTES = 32 << 20
@@ -18,14 +18,14 @@ DEFAULT_CACHE_BYTES = 32 << 20
 Out = Union[np.ndarray, dict[str, np.ndarray], None]
 
 
-def _read(
+def _start(
     inner: _packread.HDF5Reader,
     datasets: dict[str, HDF5Dataset],
     names: list[str],
     rows: Any,
     out: dict[str, np.ndarray] | None,
-) -> dict[str, np.ndarray]:
-    """Samples ``rows`` of ``names`` into new arrays, or those of ``out``."""
+) -> tuple[_packread.PendingRead, dict[str, np.ndarray]]:
+    """Starts reading samples ``rows`` of ``names`` into new arrays, or those of ``out``."""
     rows = np.ascontiguousarray(rows, dtype=np.int64)
     result = dict(out) if out is not None else {}
     unknown = set(result) - set(names)
@@ -37,8 +37,8 @@ def _read(
         if n not in result:
             ds = datasets[n]
             result[n] = new_output(len(rows), ds.shape[1:], ds.dtype)
-    inner.batch_into(rows, names, [result[n] for n in names])
-    return {n: result[n] for n in names}
+    read = inner.read_into(rows, names, [result[n] for n in names])
+    return read, {n: result[n] for n in names}
 
 
 class HDF5Dataset:
@@ -67,10 +67,15 @@ class HDF5Dataset:
         """Samples along the first axis: an int gives one sample, anything else a batch."""
         me = {self.name: self}
         if isinstance(sel, (int, np.integer)):
-            return _read(self._inner, me, [self.name], [int(sel)], None)[self.name][0]
+            read, arrays = _start(self._inner, me, [self.name], [int(sel)], None)
+            read.wait()
+            return arrays[self.name][0]
         rows = as_indices(sel, len(self))
-        outs = None if out is None else {self.name: out}
-        return _read(self._inner, me, [self.name], rows, outs)[self.name]
+        read, arrays = _start(
+            self._inner, me, [self.name], rows, None if out is None else {self.name: out}
+        )
+        read.wait()
+        return arrays[self.name]
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_reopen_dataset, (*self._reopen, self.name))
@@ -91,6 +96,9 @@ class HDF5Reader:
     find every chunk; batches are then read with ``pread`` and decoded in parallel outside its
     lock. ``cache_bytes`` bounds the decoded chunks kept for the next batch (0 disables);
     ``num_threads`` gives this reader a pool of its own. Pickles by path.
+
+    >>> h = HDF5Reader("train.h5")
+    >>> batch = h.batch([3, 17, 42])  # {"images": (3, ...), "labels": (3,)}
     """
 
     def __init__(
@@ -101,17 +109,20 @@ class HDF5Reader:
         num_threads: int | None = None,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
+        if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, (int, np.integer)):
+            raise PackreadTypeError(f"cache_bytes must be an int, not {type(cache_bytes).__name__}")
         if cache_bytes < 0:
             raise InvalidArgumentError(f"cache_bytes must be >= 0, not {cache_bytes}")
-        if num_threads is not None and num_threads < 1:
-            raise InvalidArgumentError(f"num_threads must be >= 1, not {num_threads}")
+        num_threads = check_num_threads(num_threads)
         self._args = (os.fspath(path), datasets)
-        self._options = {"num_threads": num_threads, "cache_bytes": cache_bytes}
+        self._options = {"num_threads": num_threads, "cache_bytes": int(cache_bytes)}
         self._single = isinstance(datasets, str)
         names = [datasets] if isinstance(datasets, str) else datasets
-        self._inner = _packread.HDF5Reader(
-            os.fspath(path), None if names is None else list(names), num_threads, cache_bytes
-        )
+        if names is not None and not isinstance(names, str):
+            names = list(names)
+            if len(set(names)) != len(names):
+                raise InvalidArgumentError(f"datasets are named more than once: {names}")
+        self._inner = _packread.HDF5Reader(os.fspath(path), names, num_threads, int(cache_bytes))
         self._datasets = {
             k.lstrip("/"): HDF5Dataset(
                 self._inner, k.lstrip("/"), self._inner.info(k), (self._args, self._options)
@@ -124,6 +135,7 @@ class HDF5Reader:
         return self._inner.path
 
     def keys(self) -> list[str]:
+        """The datasets this reader reads, in file order."""
         return list(self._datasets)
 
     def __len__(self) -> int:
@@ -134,24 +146,68 @@ class HDF5Reader:
         return isinstance(name, str) and name.lstrip("/") in self._datasets
 
     def __getitem__(self, name: str) -> HDF5Dataset:
-        return self._datasets[name.lstrip("/")]
+        """One dataset's metadata and reads; a ``MissingKeyError`` (a ``KeyError``) if this
+        reader does not read it."""
+        key = name.lstrip("/") if isinstance(name, str) else name
+        try:
+            return self._datasets[key]  # type: ignore[index]
+        except (KeyError, TypeError):
+            raise MissingKeyError(
+                f"{self.path}: no dataset {name!r} in this reader (datasets: {self.keys()})"
+            ) from None
+
+    @property
+    def shape(self) -> tuple[int, ...] | dict[str, tuple[int, ...]]:
+        """Shape of one sample: a tuple for a reader of one dataset, else a dict by dataset.
+        (``reader[name].shape`` is the whole dataset's shape, as in h5py.)"""
+        shapes = {k: ds.shape[1:] for k, ds in self._datasets.items()}
+        return next(iter(shapes.values())) if self._single else shapes
+
+    @property
+    def dtype(self) -> np.dtype[Any] | dict[str, np.dtype[Any]]:
+        """dtype of the samples: one for a reader of one dataset, else a dict by dataset."""
+        dtypes = {k: ds.dtype for k, ds in self._datasets.items()}
+        return next(iter(dtypes.values())) if self._single else dtypes
+
+    @property
+    def samples_per_chunk(self) -> int:
+        """Samples stored (and decoded) together: the first chunk dimension of the dataset
+        whose chunks hold the most bytes; 1 when no chunk holds several samples."""
+        best, rows = 0, 1
+        for ds in self._datasets.values():
+            if ds.chunks:
+                nbytes = int(np.prod(ds.chunks)) * ds.dtype.itemsize
+                if nbytes > best:
+                    best, rows = nbytes, ds.chunks[0]
+        return max(rows, 1)
 
     @property
     def skipped(self) -> dict[str, str]:
         """Datasets left out of ``datasets=None``, with the reason."""
         return {k.lstrip("/"): v for k, v in self._inner.skipped().items()}
 
-    def batch(self, idx: Indices, out: Out = None) -> np.ndarray | dict[str, np.ndarray]:
+    def batch(self, idx: Indices, *, out: Out = None) -> np.ndarray | dict[str, np.ndarray]:
         """Samples ``idx`` (order, duplicates and negatives kept) of every dataset, stacked:
         an array for a reader of one dataset, else a dict; into ``out`` when given."""
+        return self.batch_async(idx, out=out).result()
+
+    def batch_async(
+        self, idx: Indices, *, out: Out = None
+    ) -> PendingBatch[np.ndarray | dict[str, np.ndarray]]:
+        """Like :meth:`batch`, but returns at once: arguments are checked now (the same errors
+        as ``batch``), the reads run on packread's pool; ``.result()`` gives the batch."""
         rows = as_indices(idx, len(self))
         names = list(self._datasets)
         if self._single:
             outs = None if out is None else {names[0]: out}
-            return _read(self._inner, self._datasets, names, rows, outs)[names[0]]
+            read, arrays = _start(self._inner, self._datasets, names, rows, outs)
+            return PendingBatch(read, arrays[names[0]])
         if out is not None and not isinstance(out, dict):
-            raise TypeError("out= must be a dict of arrays for a reader of several datasets")
-        return _read(self._inner, self._datasets, names, rows, out)
+            raise PackreadTypeError(
+                "out= must be a dict of arrays for a reader of several datasets"
+            )
+        read, arrays = _start(self._inner, self._datasets, names, rows, out)
+        return PendingBatch(read, arrays)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_reopen_hdf5, (self._args, self._options))

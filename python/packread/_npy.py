@@ -9,7 +9,15 @@ from typing import Any, Union
 import numpy as np
 
 from . import _packread
-from ._common import Indices, Paths, as_indices, expand_paths, new_output
+from ._common import (
+    Indices,
+    Paths,
+    PendingBatch,
+    as_indices,
+    check_num_threads,
+    expand_paths,
+    new_output,
+)
 
 #: numpy's default limit on NPY header size (``max_header_size``).
 DEFAULT_MAX_HEADER_SIZE = 10_000
@@ -47,12 +55,31 @@ class NpyReader:
     """Many ``.npy`` files of the same shape and dtype, one sample each, read as batches.
 
     ``paths`` is a list of files, a directory (its ``*.npy`` files, sorted) or a glob pattern
-    (sorted). Headers are read and checked once, here.
+    (sorted). Headers are read and checked once, here. ``num_threads`` gives the reader a pool
+    of its own (default: packread's shared pool). Pickles by path.
+
+    >>> r = NpyReader("data/train/")
+    >>> r.batch([3, 17, 42]).shape == (3, *r.shape)
+    True
     """
 
-    def __init__(self, paths: Paths, max_header_size: int = DEFAULT_MAX_HEADER_SIZE) -> None:
-        self._max_header_size = max_header_size
-        self._inner = _packread.NpyReader(expand_paths(paths, ".npy"), max_header_size)
+    #: Each file is read on its own: no sample is decoded together with another.
+    samples_per_chunk = 1
+
+    def __init__(
+        self,
+        paths: Paths,
+        *,
+        max_header_size: int = DEFAULT_MAX_HEADER_SIZE,
+        num_threads: int | None = None,
+    ) -> None:
+        self._options = {
+            "max_header_size": max_header_size,
+            "num_threads": check_num_threads(num_threads),
+        }
+        self._inner = _packread.NpyReader(
+            expand_paths(paths, ".npy"), max_header_size, self._options["num_threads"]
+        )
 
     def __len__(self) -> int:
         return len(self._inner)
@@ -64,28 +91,43 @@ class NpyReader:
 
     @property
     def dtype(self) -> np.dtype[Any]:
+        """dtype of the samples."""
         return self._inner.dtype
 
     @property
     def paths(self) -> list[str]:
         return [os.fspath(p) for p in self._inner.paths]
 
-    def batch(self, idx: Indices, out: np.ndarray | None = None) -> np.ndarray:
+    def keys(self) -> list[str]:
+        """The samples' file paths, in sample order (as ``ZipReader.keys()`` names members)."""
+        return self.paths
+
+    def batch(self, idx: Indices, *, out: np.ndarray | None = None) -> np.ndarray:
         """Samples ``idx`` stacked into one ``(len(idx),) + shape`` array, read in parallel
         with the GIL released; into ``out`` when given (same shape and dtype, C-contiguous,
         writeable)."""
+        return self.batch_async(idx, out=out).result()
+
+    def batch_async(
+        self, idx: Indices, *, out: np.ndarray | None = None
+    ) -> PendingBatch[np.ndarray]:
+        """Like :meth:`batch`, but returns at once: arguments are checked now (the same errors
+        as ``batch``), the reads run on packread's pool; ``.result()`` gives the array."""
         rows = as_indices(idx, len(self))
         if out is None:
             out = new_output(len(rows), self.shape, self.dtype)
-        self._inner.batch_into(rows, out)
-        return out
+        return PendingBatch(self._inner.read_into(rows, out), out)
 
     def __getitem__(self, i: int) -> np.ndarray:
         return self.batch([i])[0]
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickled by path, so spawn/forkserver workers re-open the files themselves.
-        return (type(self), (self.paths, self._max_header_size))
+        return (_reopen_npy, (self.paths, self._options))
 
     def __repr__(self) -> str:
         return f"NpyReader({len(self)} files, shape={self.shape}, dtype={self.dtype})"
+
+
+def _reopen_npy(paths: list[str], options: dict[str, Any]) -> NpyReader:
+    return NpyReader(paths, **options)

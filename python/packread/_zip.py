@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from collections.abc import Sequence
 from typing import Any, NamedTuple, Union
@@ -9,9 +10,23 @@ from typing import Any, NamedTuple, Union
 import numpy as np
 
 from . import _packread
-from ._common import Indices, Paths, as_indices, expand_paths, new_output
+from ._common import (
+    Indices,
+    Paths,
+    PendingBatch,
+    as_indices,
+    check_num_threads,
+    expand_paths,
+    new_output,
+)
 from ._npy import DEFAULT_MAX_HEADER_SIZE, BytesLike
-from .errors import InconsistentError, IndexOutOfRangeError, InvalidArgumentError
+from .errors import (
+    InconsistentError,
+    IndexOutOfRangeError,
+    InvalidArgumentError,
+    MissingKeyError,
+    PackreadTypeError,
+)
 
 #: Largest decoded member read by default (a header may not ask for more).
 DEFAULT_MAX_MEMBER_BYTES = 4 << 30
@@ -36,56 +51,158 @@ class ZipReader:
     The central directory is parsed once, here; members are then read with ``pread``, so a
     reader can be shared by threads and used in forked ``DataLoader`` workers. It pickles by
     path. Every member read is checked against its CRC-32 unless ``verify_crc=False``.
+
+    ``members`` selects the samples: ``None`` (every member, in archive order), a glob pattern
+    such as ``"*.raw"``, or a list of names. Positions, ``keys()``, ``len`` and ``in`` all refer
+    to the selection. ``.npy`` members are parsed as NPY (shape and dtype from their headers);
+    other members are raw bytes viewed as ``dtype`` (default ``uint8``) and ``shape`` (default:
+    one dimension, from the first member's size).
+
+    >>> z = ZipReader("train.zip", members="*.raw", shape=(3, 256, 256))
+    >>> images = z.batch([0, 5, 9])  # (3, 3, 256, 256) uint8
     """
+
+    #: Each member is read on its own: no sample is decoded together with another.
+    samples_per_chunk = 1
 
     def __init__(
         self,
         path: str | os.PathLike[str],
         *,
+        members: str | Sequence[str] | None = None,
+        dtype: Any = None,
+        shape: Sequence[int] | None = None,
         verify_crc: bool = True,
         max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
         max_header_size: int = DEFAULT_MAX_HEADER_SIZE,
+        num_threads: int | None = None,
     ) -> None:
-        self._options = {
+        self._options: dict[str, Any] = {
+            "members": members if members is None or isinstance(members, str) else list(members),
+            "dtype": dtype,
+            "shape": shape,
             "verify_crc": verify_crc,
             "max_member_bytes": max_member_bytes,
             "max_header_size": max_header_size,
+            "num_threads": check_num_threads(num_threads),
         }
         self._inner = _packread.ZipReader(
-            os.fspath(path), verify_crc, max_member_bytes, max_header_size
+            os.fspath(path),
+            verify_crc,
+            max_member_bytes,
+            max_header_size,
+            self._options["num_threads"],
         )
-        self._names: list[str] = self._inner.names()
-        self._name_set = frozenset(self._names)
+        names: list[str] = self._inner.names()
+        if members is None:
+            chosen = list(range(len(names)))
+        elif isinstance(members, str):
+            chosen = [i for i, n in enumerate(names) if fnmatch.fnmatchcase(n, members)]
+            if not chosen:
+                raise MissingKeyError(f"{self.path}: no member matches {members!r}")
+        else:
+            wanted = list(members)
+            if any(not isinstance(m, str) for m in wanted):
+                raise PackreadTypeError("members must be a glob pattern or a list of names")
+            if len(set(wanted)) != len(wanted):
+                raise InvalidArgumentError("members are named more than once")
+            chosen = list(self._inner.positions(wanted))
+        self._archive_positions = np.asarray(chosen, dtype=np.int64)
+        self._names = [names[i] for i in chosen]
+        self._by_name = {n: k for k, n in enumerate(self._names)}
+        self._dtype = None if dtype is None else np.dtype(dtype)
+        self._shape = None if shape is None else tuple(int(d) for d in shape)
+        self._sample: tuple[bool, np.dtype[Any], tuple[int, ...]] | None = None
 
     @property
     def path(self) -> str:
         return self._inner.path
 
-    def names(self) -> list[str]:
-        """Member names in archive order."""
+    def keys(self) -> list[str]:
+        """The selected members' names, in sample order."""
         return list(self._names)
 
     def __len__(self) -> int:
         return len(self._names)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._name_set
+        return isinstance(name, str) and name in self._by_name
 
-    def _position(self, member: str | int) -> int:
+    def _sample_type(self) -> tuple[bool, np.dtype[Any], tuple[int, ...]]:
+        """``(is_npy, dtype, shape)`` of one sample, from the first selected member."""
+        if self._sample is None:
+            if not self._names:
+                item = self._dtype if self._dtype is not None else np.dtype(np.uint8)
+                self._sample = (False, item, self._shape or (0,))
+            else:
+                self._sample = self._type_of(0, self._dtype, self._shape)
+        return self._sample
+
+    def _type_of(
+        self, k: int, dtype: np.dtype[Any] | None, shape: tuple[int, ...] | None
+    ) -> tuple[bool, np.dtype[Any], tuple[int, ...]]:
+        """``(is_npy, dtype, shape)`` of sample ``k`` read with these ``dtype``/``shape``."""
+        at, name = int(self._archive_positions[k]), self._names[k]
+        if name.endswith(".npy"):
+            info = self._inner.npy_info(at)
+            if info is not None:
+                npy_dtype, npy_shape = info
+                if dtype is not None and dtype != npy_dtype:
+                    raise InconsistentError(
+                        f"{self.path}:{name}: members hold {npy_dtype}, not {dtype}"
+                    )
+                if shape is not None and shape != npy_shape:
+                    raise InconsistentError(
+                        f"{self.path}:{name}: members have shape {npy_shape}, not {shape}"
+                    )
+                return True, npy_dtype, npy_shape
+        item = dtype if dtype is not None else np.dtype(np.uint8)
+        # Size limits, method and encryption are checked before anything is allocated.
+        self._inner.check(at)
+        if shape is None:
+            size = self._inner.info(at)[1]
+            if item.itemsize == 0 or size % item.itemsize:
+                raise InconsistentError(
+                    f"{self.path}:{name}: {size} bytes is not a whole number of {item} items"
+                )
+            shape = (size // item.itemsize,)
+        return False, item, shape
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of one sample (from the first member's NPY header, or ``shape=``/its size)."""
+        return self._sample_type()[2]
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """dtype of the samples (from the first member's NPY header, or ``dtype=``)."""
+        return self._sample_type()[1]
+
+    def _sample_position(self, member: str | int) -> int:
         if isinstance(member, str):
-            return self._inner.positions([member])[0]
-        return int(member)
+            try:
+                return self._by_name[member]
+            except KeyError:
+                raise MissingKeyError(f"{self.path}: no member {member!r} in this reader") from None
+        if isinstance(member, bool) or not isinstance(member, (int, np.integer)):
+            raise PackreadTypeError(
+                f"a member is a name or a position, not {type(member).__name__}"
+            )
+        return int(self._positions_of([int(member)])[0])
 
-    def _positions(self, members: Members) -> np.ndarray:
+    def _positions_of(self, members: Members) -> np.ndarray:
+        """Sample positions of names or positions (negative counts from the end)."""
         if isinstance(members, str):
-            raise TypeError("members must be a sequence of names or positions, not one name")
+            raise PackreadTypeError(
+                "members must be a sequence of names or positions, not one name"
+            )
         if (
             isinstance(members, Sequence)
             and not isinstance(members, range)
             and len(members) > 0
             and isinstance(members[0], str)
         ):
-            return np.asarray(self._inner.positions(list(members)), dtype=np.int64)
+            return np.asarray([self._sample_position(m) for m in members], dtype=np.int64)
         positions = as_indices(members, len(self))  # type: ignore[arg-type]
         n = len(self)
         bad = positions[(positions < -n) | (positions >= n)]
@@ -97,67 +214,65 @@ class ZipReader:
 
     def info(self, member: str | int) -> ZipMemberInfo:
         """Sizes, compression method and CRC-32 of a member (by name or position)."""
-        return ZipMemberInfo(*self._inner.info(self._position(member)))
+        at = int(self._archive_positions[self._sample_position(member)])
+        return ZipMemberInfo(*self._inner.info(at))
 
     def read(self, member: str | int) -> bytes:
         """The whole decoded member, like ``zipfile.ZipFile.read``."""
-        return self._inner.read(self._position(member))
+        return self._inner.read(int(self._archive_positions[self._sample_position(member)]))
 
     def batch(
         self,
         members: Members,
+        *,
         dtype: Any = None,
         shape: Sequence[int] | None = None,
         out: np.ndarray | None = None,
     ) -> np.ndarray:
-        """Members stacked into one ``(len(members),) + shape`` array.
+        """Members (names or positions) stacked into one ``(len(members),) + shape`` array.
 
-        ``members`` are names or positions. ``.npy`` members are parsed as NPY: shape and
-        dtype come from their headers (all must agree; ``dtype``/``shape``, if given, must
-        match). Other members are raw bytes viewed as ``dtype`` (default ``uint8``) and
-        ``shape`` (default: one dimension, from the first member's size); a member of another
-        size is a ``ValueError`` naming it.
-        """
-        positions = self._positions(members)
-        if len(positions) and self._names[int(positions[0])].endswith(".npy"):
-            info = self._inner.npy_info(int(positions[0]))
-            if info is not None:
-                npy_dtype, npy_shape = info
-                if dtype is not None and np.dtype(dtype) != npy_dtype:
-                    raise InconsistentError(f"members hold {npy_dtype}, not {np.dtype(dtype)}")
-                if shape is not None and tuple(shape) != npy_shape:
-                    raise InconsistentError(f"members have shape {npy_shape}, not {tuple(shape)}")
-                if out is None:
-                    out = new_output(len(positions), npy_shape, npy_dtype)
-                self._inner.batch_npy_into(positions, out)
-                return out
-        item = np.dtype(np.uint8 if dtype is None else dtype)
-        if len(positions):
-            # Size limits, method and encryption are checked before anything is allocated.
-            self._inner.check(int(positions[0]))
-        if shape is None:
-            if not len(positions):
-                shape = (0,)
-            else:
-                size = self._inner.info(int(positions[0]))[1]
-                if item.itemsize == 0 or size % item.itemsize:
-                    raise InconsistentError(
-                        f"{self.path}:{self._names[int(positions[0])]}: {size} bytes is not a "
-                        f"whole number of {item} items"
-                    )
-                shape = (size // item.itemsize,)
-        sample = tuple(int(d) for d in shape)
+        ``.npy`` members must all agree with the header of the batch's first member; raw
+        members are viewed as ``dtype`` and ``shape`` (the reader's unless given here; by
+        default ``uint8`` and the first member's size). A member that does not fit is an error
+        naming it."""
+        return self.batch_async(members, dtype=dtype, shape=shape, out=out).result()
+
+    def batch_async(
+        self,
+        members: Members,
+        *,
+        dtype: Any = None,
+        shape: Sequence[int] | None = None,
+        out: np.ndarray | None = None,
+    ) -> PendingBatch[np.ndarray]:
+        """Like :meth:`batch`, but returns at once: arguments are checked now (the same errors
+        as ``batch``), the reads run on packread's pool; ``.result()`` gives the array."""
+        ks = self._positions_of(members)
+        at = self._archive_positions[ks]
+        want_dtype = np.dtype(dtype) if dtype is not None else self._dtype
+        want_shape = tuple(int(d) for d in shape) if shape is not None else self._shape
+        if dtype is None and shape is None and (len(ks) == 0 or ks[0] == 0):
+            is_npy, item, sample = self._sample_type()
+        elif len(ks) == 0:
+            item = want_dtype if want_dtype is not None else np.dtype(np.uint8)
+            is_npy, item, sample = False, item, want_shape or (0,)
+        else:
+            is_npy, item, sample = self._type_of(int(ks[0]), want_dtype, want_shape)
         if out is None:
-            out = new_output(len(positions), sample, item)
-        elif not isinstance(out, np.ndarray) or out.shape != (len(positions), *sample):
+            out = new_output(len(at), sample, item)
+        elif not isinstance(out, np.ndarray) or out.shape != (len(at), *sample):
             got = getattr(out, "shape", type(out).__name__)
-            raise InvalidArgumentError(
-                f"out= has shape {got}, expected {(len(positions), *sample)}"
-            )
+            raise InvalidArgumentError(f"out= has shape {got}, expected {(len(at), *sample)}")
         elif out.dtype != item:
             raise InvalidArgumentError(f"out= has dtype {out.dtype}, expected {item}")
-        self._inner.batch_raw_into(positions, out)
-        return out
+        if is_npy:
+            read = self._inner.read_npy_into(at, out, int(at[0]))
+        else:
+            read = self._inner.read_raw_into(at, out)
+        return PendingBatch(read, out)
+
+    def __getitem__(self, member: str | int) -> np.ndarray:
+        return self.batch([member])[0]  # type: ignore[list-item]
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_reopen_zip, (self.path, self._options))
@@ -195,66 +310,107 @@ class NpzReader:
 
     ``paths`` is a list of files, a directory (its ``*.npz`` files, sorted) or a glob pattern
     (sorted). Keys, shapes and dtypes come from the first file; every other file is checked
-    against them when first read (a mismatch is a ``ValueError`` naming file and key).
+    against them when first read (a mismatch is a ``ValueError`` naming file and key). ``keys``
+    selects the arrays a batch holds (default: all of the first file's).
+
+    >>> n = NpzReader("data/npz/")
+    >>> batch = n.batch([0, 4])  # {"image": (2, ...), "mask": (2, ...)}
     """
+
+    #: Each file is read on its own: no sample is decoded together with another.
+    samples_per_chunk = 1
 
     def __init__(
         self,
         paths: Paths,
         *,
+        keys: Sequence[str] | None = None,
         verify_crc: bool = True,
         max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
         max_header_size: int = DEFAULT_MAX_HEADER_SIZE,
+        num_threads: int | None = None,
     ) -> None:
-        self._options = {
+        self._options: dict[str, Any] = {
+            "keys": None if keys is None else _key_list(keys),
             "verify_crc": verify_crc,
             "max_member_bytes": max_member_bytes,
             "max_header_size": max_header_size,
+            "num_threads": check_num_threads(num_threads),
         }
         files = expand_paths(paths, ".npz")
-        self._inner = _packread.NpzReader(files, verify_crc, max_member_bytes, max_header_size)
-        self._keys: list[str] = self._inner.keys()
-        self._info = {k: self._inner.key_info(k) for k in self._keys}
+        self._inner = _packread.NpzReader(
+            files, verify_crc, max_member_bytes, max_header_size, self._options["num_threads"]
+        )
+        #: ``(dtype, shape)`` of one sample of every key the files hold.
+        self._info = {k: self._inner.key_info(k) for k in self._inner.keys()}
+        self._keys = list(self._info) if keys is None else self._known(self._options["keys"])
+
+    def _known(self, keys: list[str]) -> list[str]:
+        missing = [k for k in keys if k not in self._info]
+        if missing:
+            raise MissingKeyError(
+                f"{self.paths[0]}: no key {missing[0]!r} (keys: {list(self._info)})"
+            )
+        return keys
 
     def __len__(self) -> int:
         return len(self._inner)
 
     def keys(self) -> list[str]:
+        """The keys a batch holds."""
         return list(self._keys)
 
     @property
     def paths(self) -> list[str]:
         return [os.fspath(p) for p in self._inner.paths]
 
-    def shape(self, key: str) -> tuple[int, ...]:
-        """Shape of one sample of ``key``."""
-        return self._info[key][1]
+    @property
+    def shape(self) -> dict[str, tuple[int, ...]]:
+        """Shape of one sample of each key."""
+        return {k: self._info[k][1] for k in self._keys}
 
-    def dtype(self, key: str) -> np.dtype[Any]:
-        return self._info[key][0]
+    @property
+    def dtype(self) -> dict[str, np.dtype[Any]]:
+        """dtype of each key."""
+        return {k: self._info[k][0] for k in self._keys}
 
     def batch(
         self,
         idx: Indices,
+        *,
         keys: Sequence[str] | None = None,
         out: dict[str, np.ndarray] | None = None,
     ) -> dict[str, np.ndarray]:
-        """Samples ``idx`` of ``keys`` (default: all) as a dict of stacked arrays, every
-        member of every file read and inflated in parallel; into ``out`` arrays when given."""
+        """Samples ``idx`` of ``keys`` (default: the reader's) as a dict of stacked arrays,
+        every member of every file read and inflated in parallel; into ``out`` arrays when
+        given."""
+        return self.batch_async(idx, keys=keys, out=out).result()
+
+    def batch_async(
+        self,
+        idx: Indices,
+        *,
+        keys: Sequence[str] | None = None,
+        out: dict[str, np.ndarray] | None = None,
+    ) -> PendingBatch[dict[str, np.ndarray]]:
+        """Like :meth:`batch`, but returns at once: arguments are checked now (the same errors
+        as ``batch``), the reads run on packread's pool; ``.result()`` gives the dict."""
         rows = as_indices(idx, len(self))
-        names = self._keys if keys is None else list(keys)
-        if isinstance(keys, str):
-            raise TypeError("keys must be a sequence of key names, not one name")
-        for name in names:
-            if name not in self._info:
-                raise KeyError(name)
+        names = self._keys if keys is None else self._known(_key_list(keys))
+        if out is not None and not isinstance(out, dict):
+            raise PackreadTypeError("out= must be a dict of arrays, one per key")
         result = dict(out) if out is not None else {}
+        unknown = set(result) - set(names)
+        if unknown:
+            raise InvalidArgumentError(
+                f"out= names keys this batch does not read: {sorted(unknown)}"
+            )
         for name in names:
             if name not in result:
                 dtype, shape = self._info[name]
                 result[name] = new_output(len(rows), shape, dtype)
-        self._inner.batch_into(rows, names, [result[n] for n in names])
-        return {n: result[n] for n in names}
+        read = self._inner.read_into(rows, names, [result[n] for n in names])
+        return PendingBatch(read, {n: result[n] for n in names})
 
     def __getitem__(self, i: int) -> dict[str, np.ndarray]:
         return {k: v[0] for k, v in self.batch([i]).items()}
@@ -263,8 +419,17 @@ class NpzReader:
         return (_reopen_npz, (self.paths, self._options))
 
     def __repr__(self) -> str:
-        shapes = ", ".join(f"{k}: {self.shape(k)} {self.dtype(k)}" for k in self._keys)
+        shapes = ", ".join(f"{k}: {self.shape[k]} {self.dtype[k]}" for k in self._keys)
         return f"NpzReader({len(self)} files, {{{shapes}}})"
+
+
+def _key_list(keys: Sequence[str]) -> list[str]:
+    if isinstance(keys, str) or any(not isinstance(k, str) for k in keys):
+        raise PackreadTypeError("keys must be a sequence of key names")
+    names = list(keys)
+    if len(set(names)) != len(names):
+        raise InvalidArgumentError(f"keys are named more than once: {names}")
+    return names
 
 
 def _reopen_npz(paths: list[str], options: dict[str, Any]) -> NpzReader:

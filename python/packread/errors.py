@@ -13,6 +13,7 @@ __all__ = [
     "HDF5Error",
     "InconsistentError",
     "IndexOutOfRangeError",
+    "InternalError",
     "InvalidArgumentError",
     "LimitExceededError",
     "MissingKeyError",
@@ -22,6 +23,7 @@ __all__ = [
     "PackreadIsADirectoryError",
     "PackreadOSError",
     "PackreadPermissionError",
+    "PackreadTypeError",
     "UnsupportedError",
 ]
 
@@ -58,6 +60,11 @@ class HDF5Error(PackreadError, OSError):
     """Malformed HDF5 metadata or chunk data, or a truncated file."""
 
 
+class PackreadTypeError(PackreadError, TypeError):
+    """An argument of the wrong type, such as a float index or one member name where a list
+    is expected."""
+
+
 class LimitExceededError(PackreadError, ValueError):
     """A header asks for more than the configured limits allow."""
 
@@ -80,3 +87,7 @@ class IndexOutOfRangeError(PackreadError, IndexError):
 
 class UnsupportedError(PackreadError, NotImplementedError):
     """Valid input that packread cannot read (encryption, unknown compression or filter)."""
+
+
+class InternalError(PackreadError, RuntimeError):
+    """A read that could not finish (a batch started before a ``fork``), or a bug in packread."""

@@ -109,12 +109,8 @@ impl RawOut {
     }
 }
 
-/// The slices of several outputs, refused if any two share memory (they would be written
-/// concurrently).
-///
-/// # Safety
-/// As [`RawOut::as_mut_slice`], for every output.
-pub unsafe fn exclusive_slices<'a>(raws: &[RawOut]) -> Result<Vec<&'a mut [u8]>, Error> {
+/// Refuses outputs that share memory: their slices are written concurrently.
+pub fn check_disjoint(raws: &[RawOut]) -> Result<(), Error> {
     let mut ranges: Vec<(usize, usize)> = raws
         .iter()
         .filter(|r| r.len > 0)
@@ -128,7 +124,15 @@ pub unsafe fn exclusive_slices<'a>(raws: &[RawOut]) -> Result<Vec<&'a mut [u8]>,
             "out= arrays must not share memory",
         ));
     }
-    Ok(raws.iter().map(|r| r.as_mut_slice()).collect())
+    Ok(())
+}
+
+/// The slices of outputs already checked by [`check_disjoint`].
+///
+/// # Safety
+/// As [`RawOut::as_mut_slice`], for every output; and no two of them overlap.
+pub unsafe fn slices<'a>(raws: &[RawOut]) -> Vec<&'a mut [u8]> {
+    raws.iter().map(|r| r.as_mut_slice()).collect()
 }
 
 /// `(rows,) + sample`: the shape of a batch.

@@ -7,9 +7,11 @@ use numpy::{PyArrayDescr, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
-use super::array::{batch_shape, exclusive_slices, numpy_dtype, output, RawOut};
+use super::array::{batch_shape, check_disjoint, numpy_dtype, output, slices, RawOut};
 use super::errors::{invalid_argument, IntoPyResult};
+use super::pending::{submit, PendingRead};
 use crate::hdf5::{Hdf5File, Selection};
+use crate::plan::resolve_indices;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<HDF5Reader>()?;
@@ -21,6 +23,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 pub struct HDF5Reader {
     file: Arc<Hdf5File>,
     dtypes: Vec<Py<PyArrayDescr>>,
+    threads: Option<usize>,
 }
 
 #[pymethods]
@@ -46,6 +49,7 @@ impl HDF5Reader {
         Ok(HDF5Reader {
             file: Arc::new(file),
             dtypes,
+            threads: num_threads,
         })
     }
 
@@ -96,14 +100,15 @@ impl HDF5Reader {
         Ok(d)
     }
 
-    /// Reads samples `idx` of datasets `names` into `outs` (one array each).
-    fn batch_into(
+    /// Starts reading samples `idx` of datasets `names` into `outs` (one array each); names,
+    /// indices and outputs are checked now, the read runs on the pool.
+    fn read_into(
         &self,
         py: Python<'_>,
         idx: PyReadonlyArray1<'_, i64>,
         names: Vec<String>,
         outs: Vec<Bound<'_, PyAny>>,
-    ) -> PyResult<()> {
+    ) -> PyResult<PendingRead> {
         let idx = idx.as_slice()?.to_vec();
         if names.len() != outs.len() {
             return Err(invalid_argument(
@@ -115,6 +120,9 @@ impl HDF5Reader {
             .iter()
             .map(|n| self.file.position(n))
             .collect::<Result<Vec<_>, _>>()
+            .py_err(py)?;
+        resolve_indices(&idx, self.file.len())
+            .map_err(|e| e.at(self.file.location()))
             .py_err(py)?;
         let raws = which
             .iter()
@@ -128,12 +136,13 @@ impl HDF5Reader {
                 )
             })
             .collect::<PyResult<Vec<RawOut>>>()?;
-        let file = &self.file;
-        py.detach(move || {
-            // SAFETY: every `out` is alive on the caller's frame for the whole call.
-            let mut slices = unsafe { exclusive_slices(&raws)? };
+        check_disjoint(&raws).py_err(py)?;
+        let file = self.file.clone();
+        let keep = outs.into_iter().map(Bound::unbind).collect();
+        Ok(submit(self.threads, keep, move || {
+            // SAFETY: the outputs are kept alive by the job until it ends, and are disjoint.
+            let mut slices = unsafe { slices(&raws) };
             file.read_batch(&idx, &which, &mut slices)
-        })
-        .py_err(py)
+        }))
     }
 }

@@ -5,6 +5,8 @@ mod array;
 mod errors;
 mod hdf5;
 mod npy;
+mod order;
+mod pending;
 mod zip;
 
 use pyo3::prelude::*;
@@ -17,6 +19,8 @@ fn _packread(m: &Bound<'_, PyModule>) -> PyResult<()> {
     npy::register(m)?;
     zip::register(m)?;
     hdf5::register(m)?;
+    pending::register(m)?;
+    order::register(m)?;
     Ok(())
 }
 

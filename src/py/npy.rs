@@ -10,7 +10,10 @@ use pyo3::types::PyTuple;
 
 use super::array::{batch_shape, empty, fresh_bytes, numpy_dtype, output};
 use super::errors::{invalid_argument, IntoPyResult};
+use super::pending::{submit, PendingRead};
 use crate::npy::{self, Limits, NpySet};
+use crate::plan::resolve_indices;
+use crate::pool;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load_npy_file, m)?)?;
@@ -89,19 +92,28 @@ fn parse_npy_buffer<'py>(
 pub struct NpyReader {
     set: Arc<NpySet>,
     dtype: Py<PyArrayDescr>,
+    threads: Option<usize>,
 }
 
 #[pymethods]
 impl NpyReader {
     #[new]
-    #[pyo3(signature = (paths, max_header_size = npy::DEFAULT_MAX_HEADER_BYTES))]
-    fn new(py: Python<'_>, paths: Vec<PathBuf>, max_header_size: usize) -> PyResult<Self> {
+    #[pyo3(signature = (paths, max_header_size = npy::DEFAULT_MAX_HEADER_BYTES, num_threads = None))]
+    fn new(
+        py: Python<'_>,
+        paths: Vec<PathBuf>,
+        max_header_size: usize,
+        num_threads: Option<usize>,
+    ) -> PyResult<Self> {
         let limits = limits(max_header_size);
-        let set = py.detach(|| NpySet::open(paths, &limits)).py_err(py)?;
+        let set = py
+            .detach(|| pool::install_with(num_threads, || NpySet::open(paths, &limits)))
+            .py_err(py)?;
         let dtype = numpy_dtype(py, set.dtype())?.unbind();
         Ok(NpyReader {
             set: Arc::new(set),
             dtype,
+            threads: num_threads,
         })
     }
 
@@ -125,22 +137,27 @@ impl NpyReader {
         self.set.paths().to_vec()
     }
 
-    /// Reads samples `idx` into `out`, an array of shape `(len(idx),) + shape`.
-    fn batch_into(
+    /// Starts reading samples `idx` into `out`, an array of shape `(len(idx),) + shape`;
+    /// indices and `out` are checked now, the read runs on the pool.
+    fn read_into(
         &self,
         py: Python<'_>,
         idx: PyReadonlyArray1<'_, i64>,
         out: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
+    ) -> PyResult<PendingRead> {
         let idx: Vec<i64> = idx.as_array().to_vec();
+        resolve_indices(&idx, self.set.len()).py_err(py)?;
         let shape = batch_shape(idx.len(), self.set.sample_shape());
         let raw = output(out, &shape, self.dtype.bind(py))?;
-        let set = &self.set;
-        py.detach(move || {
-            // SAFETY: `out` is alive on the caller's frame for the whole call.
-            let out = unsafe { raw.as_mut_slice() };
-            set.read_batch(&idx, out)
-        })
-        .py_err(py)
+        let set = self.set.clone();
+        Ok(submit(
+            self.threads,
+            vec![out.clone().unbind()],
+            move || {
+                // SAFETY: `out` is kept alive by the job until it ends.
+                let out = unsafe { raw.as_mut_slice() };
+                set.read_batch(&idx, out)
+            },
+        ))
     }
 }

@@ -9,13 +9,16 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use super::array::{
-    batch_shape, empty, exclusive_slices, fresh_bytes, numpy_dtype, output, RawOut,
+    batch_shape, check_disjoint, empty, fresh_bytes, numpy_dtype, output, slices, RawOut,
 };
 use super::errors::{invalid_argument, to_py, IntoPyResult};
+use super::pending::{submit, PendingRead};
 use crate::codec::NpyExpect;
 use crate::error::{Error, ErrorKind};
 use crate::npy::Limits;
 use crate::npz::{self, Content, NpzSet};
+use crate::plan::resolve_indices;
+use crate::pool;
 use crate::source::{SharedFile, Source};
 use crate::zip::{ZipIndex, ZipLimits};
 
@@ -48,23 +51,26 @@ fn check_positions(py: Python<'_>, positions: &[i64], len: usize) -> PyResult<Ve
 #[pyclass(module = "packread._packread", frozen)]
 pub struct ZipReader {
     index: Arc<ZipIndex<SharedFile>>,
+    threads: Option<usize>,
 }
 
 #[pymethods]
 impl ZipReader {
     #[new]
-    #[pyo3(signature = (path, verify_crc = true, max_member_bytes = DEFAULT_MAX_MEMBER, max_header_size = crate::npy::DEFAULT_MAX_HEADER_BYTES))]
+    #[pyo3(signature = (path, verify_crc = true, max_member_bytes = DEFAULT_MAX_MEMBER, max_header_size = crate::npy::DEFAULT_MAX_HEADER_BYTES, num_threads = None))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
         verify_crc: bool,
         max_member_bytes: u64,
         max_header_size: usize,
+        num_threads: Option<usize>,
     ) -> PyResult<Self> {
         let limits = limits(verify_crc, max_member_bytes, max_header_size);
         let index = py.detach(|| ZipIndex::open(path, limits)).py_err(py)?;
         Ok(ZipReader {
             index: Arc::new(index),
+            threads: num_threads,
         })
     }
 
@@ -112,7 +118,9 @@ impl ZipReader {
     fn read<'py>(&self, py: Python<'py>, position: i64) -> PyResult<Bound<'py, PyBytes>> {
         let i = check_positions(py, &[position], self.index.len())?[0];
         let index = &self.index;
-        let data = py.detach(|| index.read(i)).py_err(py)?;
+        let data = py
+            .detach(|| pool::install_with(self.threads, || index.read(i)))
+            .py_err(py)?;
         Ok(PyBytes::new(py, &data))
     }
 
@@ -134,13 +142,14 @@ impl ZipReader {
         )))
     }
 
-    /// Reads raw members into `out`, whose shape is `(len(positions),) + sample shape`.
-    fn batch_raw_into(
+    /// Starts reading raw members into `out`, whose shape is `(len(positions),) + sample
+    /// shape`; positions and `out` are checked now, the read runs on the pool.
+    fn read_raw_into(
         &self,
         py: Python<'_>,
         positions: PyReadonlyArray1<'_, i64>,
         out: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
+    ) -> PyResult<PendingRead> {
         let positions = check_positions(py, positions.as_slice()?, self.index.len())?;
         let arr = out
             .cast::<numpy::PyUntypedArray>()
@@ -158,35 +167,38 @@ impl ZipReader {
         }
         let raw = output(out, &shape, &dtype)?;
         let sample_bytes = shape[1..].iter().product::<usize>() * dtype.itemsize();
-        let index = &self.index;
-        py.detach(move || {
-            // SAFETY: `out` is alive on the caller's frame for the whole call.
-            index.read_raw_batch(&positions, sample_bytes, unsafe { raw.as_mut_slice() })
-        })
-        .py_err(py)
+        let index = self.index.clone();
+        Ok(submit(
+            self.threads,
+            vec![out.clone().unbind()],
+            move || {
+                // SAFETY: `out` is kept alive by the job until it ends.
+                index.read_raw_batch(&positions, sample_bytes, unsafe { raw.as_mut_slice() })
+            },
+        ))
     }
 
-    /// Reads `.npy` members, checked against the first one's header, into `out`.
-    fn batch_npy_into(
+    /// Starts reading `.npy` members into `out`; every member's header must agree with the
+    /// header of the member at `reference` (the reader's sample type).
+    fn read_npy_into(
         &self,
         py: Python<'_>,
         positions: PyReadonlyArray1<'_, i64>,
         out: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
+        reference: i64,
+    ) -> PyResult<PendingRead> {
         let positions = check_positions(py, positions.as_slice()?, self.index.len())?;
-        let Some(&first) = positions.first() else {
-            return Ok(());
-        };
-        let index = &self.index;
+        let reference = check_positions(py, &[reference], self.index.len())?[0];
+        let index = self.index.clone();
         let header = py
-            .detach(|| index.npy_header(first))
+            .detach(|| index.npy_header(reference))
             .py_err(py)?
             .ok_or_else(|| {
                 to_py(
                     py,
                     Error::new(
                         ErrorKind::NpyFormat,
-                        format!("{}:{}", index.location(), index.members()[first].name()),
+                        format!("{}:{}", index.location(), index.members()[reference].name()),
                         "member is not an NPY array",
                     ),
                 )
@@ -199,11 +211,14 @@ impl ZipReader {
             limits: index.limits().npy,
             keep_layout: false,
         });
-        py.detach(move || {
-            // SAFETY: `out` is alive on the caller's frame for the whole call.
-            index.read_npy_batch(&positions, &expect, unsafe { raw.as_mut_slice() })
-        })
-        .py_err(py)
+        Ok(submit(
+            self.threads,
+            vec![out.clone().unbind()],
+            move || {
+                // SAFETY: `out` is kept alive by the job until it ends.
+                index.read_npy_batch(&positions, &expect, unsafe { raw.as_mut_slice() })
+            },
+        ))
     }
 }
 
@@ -212,18 +227,20 @@ impl ZipReader {
 pub struct NpzReader {
     set: Arc<NpzSet>,
     dtypes: Vec<Py<PyArrayDescr>>,
+    threads: Option<usize>,
 }
 
 #[pymethods]
 impl NpzReader {
     #[new]
-    #[pyo3(signature = (paths, verify_crc = true, max_member_bytes = DEFAULT_MAX_MEMBER, max_header_size = crate::npy::DEFAULT_MAX_HEADER_BYTES))]
+    #[pyo3(signature = (paths, verify_crc = true, max_member_bytes = DEFAULT_MAX_MEMBER, max_header_size = crate::npy::DEFAULT_MAX_HEADER_BYTES, num_threads = None))]
     fn new(
         py: Python<'_>,
         paths: Vec<PathBuf>,
         verify_crc: bool,
         max_member_bytes: u64,
         max_header_size: usize,
+        num_threads: Option<usize>,
     ) -> PyResult<Self> {
         let limits = limits(verify_crc, max_member_bytes, max_header_size);
         let set = py.detach(|| NpzSet::open(paths, limits)).py_err(py)?;
@@ -235,6 +252,7 @@ impl NpzReader {
         Ok(NpzReader {
             set: Arc::new(set),
             dtypes,
+            threads: num_threads,
         })
     }
 
@@ -265,14 +283,15 @@ impl NpzReader {
         ))
     }
 
-    /// Reads samples `idx` of `keys` into `outs` (one array per key).
-    fn batch_into(
+    /// Starts reading samples `idx` of `keys` into `outs` (one array per key); keys, indices
+    /// and outputs are checked now, the read runs on the pool.
+    fn read_into(
         &self,
         py: Python<'_>,
         idx: PyReadonlyArray1<'_, i64>,
         keys: Vec<String>,
         outs: Vec<Bound<'_, PyAny>>,
-    ) -> PyResult<()> {
+    ) -> PyResult<PendingRead> {
         let idx = idx.as_slice()?.to_vec();
         if keys.len() != outs.len() {
             return Err(invalid_argument(py, "one output array per key is needed"));
@@ -282,6 +301,7 @@ impl NpzReader {
             .map(|k| self.set.key_position(k))
             .collect::<Result<Vec<_>, _>>()
             .py_err(py)?;
+        resolve_indices(&idx, self.set.len()).py_err(py)?;
         let raws = positions
             .iter()
             .zip(&outs)
@@ -293,13 +313,14 @@ impl NpzReader {
                 )
             })
             .collect::<PyResult<Vec<RawOut>>>()?;
-        let set = &self.set;
-        py.detach(move || {
-            // SAFETY: every `out` is alive on the caller's frame for the whole call.
-            let mut slices = unsafe { exclusive_slices(&raws)? };
+        check_disjoint(&raws).py_err(py)?;
+        let set = self.set.clone();
+        let keep = outs.into_iter().map(Bound::unbind).collect();
+        Ok(submit(self.threads, keep, move || {
+            // SAFETY: the outputs are kept alive by the job until it ends, and are disjoint.
+            let mut slices = unsafe { slices(&raws) };
             set.read_batch(&idx, &positions, &mut slices)
-        })
-        .py_err(py)
+        }))
     }
 }
 

@@ -1,0 +1,191 @@
+"""One small dataset in every format packread reads, written by the writers users use (np.save,
+np.savez, zipfile, h5py), with packread's reader for it and the reference reader's answer for any
+list of indices. Shared by the reader-protocol and torch tests (a module of its own so that spawn
+workers can import what they unpickle)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import h5py
+import numpy as np
+
+import packread
+
+#: Samples per dataset: divisible by none of the batch sizes, worker or rank counts used.
+N = 37
+SHAPE = (2, 5, 7)
+
+
+@dataclass
+class Case:
+    """One dataset: how packread opens it and what its samples are."""
+
+    name: str
+    #: What PackDataset takes as ``source``.
+    source: Any
+    #: Reader options PackDataset passes on (``**reader_options``), and ``datasets=``.
+    options: dict[str, Any] = field(default_factory=dict)
+    datasets: Any = None
+    #: Builds the reference answer for a list of sample indices.
+    reference: Callable[[list[int]], Any] = None  # type: ignore[assignment]
+    #: Samples decoded together (HDF5 chunks holding several samples).
+    samples_per_chunk: int = 1
+
+    def open(self) -> packread.BatchReader:
+        src = self.source
+        if self.name.startswith("h5"):
+            return packread.HDF5Reader(src, self.datasets, **self.options)
+        if self.name.startswith("zip"):
+            return packread.ZipReader(src, **self.options)
+        if self.name == "npz":
+            return packread.NpzReader(src, **self.options)
+        return packread.NpyReader(src, **self.options)
+
+
+def _images(seed: int, dtype: str = "<f4") -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((N, *SHAPE)).astype(dtype)
+
+
+def _stack(arrays: list[np.ndarray], like: np.ndarray) -> np.ndarray:
+    out = np.empty((len(arrays), *like.shape[1:]), dtype=like.dtype)
+    for k, a in enumerate(arrays):
+        out[k] = a
+    return out
+
+
+def write_all(root: str) -> dict[str, Case]:
+    """Writes every case under ``root`` and returns them by name."""
+    cases: dict[str, Case] = {}
+    os.makedirs(root, exist_ok=True)
+
+    # A folder of .npy files (np.save), one sample each.
+    npy_dir = os.path.join(root, "npy")
+    os.makedirs(npy_dir, exist_ok=True)
+    images = _images(1)
+    paths = []
+    for i in range(N):
+        p = os.path.join(npy_dir, f"s{i:03d}.npy")
+        np.save(p, images[i])
+        paths.append(p)
+    cases["npy"] = Case(
+        "npy",
+        npy_dir,
+        reference=lambda rows, paths=paths: _stack(
+            [np.load(paths[i]) for i in rows], np.empty((0, *SHAPE), "<f4")
+        ),
+    )
+
+    # A ZIP of raw members (zipfile, stored) next to a labels file, as the SURF seed packs it.
+    raw = _images(2)
+    zpath = os.path.join(root, "raw.zip")
+    names = [f"img/{i:03d}.raw" for i in range(N)]
+    with zipfile.ZipFile(zpath, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("dataset.json", json.dumps({"labels": list(range(N))}))
+        for i, name in enumerate(names):
+            z.writestr(name, raw[i].tobytes())
+
+    def zip_raw_ref(rows: list[int], zpath=zpath, names=names) -> np.ndarray:
+        with zipfile.ZipFile(zpath) as z:
+            arrays = [np.frombuffer(z.read(names[i]), "<f4").reshape(SHAPE) for i in rows]
+        return _stack(arrays, np.empty((0, *SHAPE), "<f4"))
+
+    cases["zip_raw"] = Case(
+        "zip_raw",
+        zpath,
+        options={"members": "img/*.raw", "dtype": "<f4", "shape": SHAPE},
+        reference=zip_raw_ref,
+    )
+
+    # A ZIP of deflated .npy members.
+    npys = _images(3, ">f8")
+    zpath2 = os.path.join(root, "npy.zip")
+    names2 = [f"{i:03d}.npy" for i in range(N)]
+    with zipfile.ZipFile(zpath2, "w", zipfile.ZIP_DEFLATED) as z:
+        for i, name in enumerate(names2):
+            buf = io.BytesIO()
+            np.save(buf, npys[i])
+            z.writestr(name, buf.getvalue())
+
+    def zip_npy_ref(rows: list[int], zpath=zpath2, names=names2) -> np.ndarray:
+        with zipfile.ZipFile(zpath) as z:
+            arrays = [np.load(io.BytesIO(z.read(names[i]))) for i in rows]
+        return _stack(arrays, np.empty((0, *SHAPE), ">f8"))
+
+    cases["zip_npy"] = Case("zip_npy", zpath2, reference=zip_npy_ref)
+
+    # A folder of NPZ files (an image and a label each), some compressed.
+    npz_dir = os.path.join(root, "npz")
+    os.makedirs(npz_dir, exist_ok=True)
+    imgs = _images(4, "<f2")
+    labels = np.arange(N, dtype="<i8") * 3
+    npz_paths = []
+    for i in range(N):
+        p = os.path.join(npz_dir, f"s{i:03d}.npz")
+        save = np.savez_compressed if i % 2 else np.savez
+        save(p, image=imgs[i], label=labels[i])
+        npz_paths.append(p)
+
+    def npz_ref(rows: list[int], paths=npz_paths) -> dict[str, np.ndarray]:
+        loaded = [np.load(paths[i]) for i in rows]
+        return {
+            "image": _stack([d["image"] for d in loaded], np.empty((0, *SHAPE), "<f2")),
+            "label": _stack([d["label"] for d in loaded], np.empty((0,), "<i8")),
+        }
+
+    cases["npz"] = Case("npz", npz_dir, reference=npz_ref)
+
+    # HDF5 (h5py): images gzip+shuffle one sample per chunk, labels auto-chunked.
+    h5path = os.path.join(root, "data.h5")
+    h5_images = _images(5)
+    h5_labels = np.arange(N, dtype="<i4")[::-1].copy()
+    with h5py.File(h5path, "w") as f:
+        f.create_dataset(
+            "images", data=h5_images, chunks=(1, *SHAPE), compression="gzip", shuffle=True
+        )
+        f.create_dataset("labels", data=h5_labels, chunks=True)
+
+    def h5_ref(rows: list[int], path=h5path) -> dict[str, np.ndarray]:
+        with h5py.File(path, "r") as f:
+            return {
+                "images": _stack([f["images"][i] for i in rows], np.empty((0, *SHAPE), "<f4")),
+                "labels": _stack([np.asarray(f["labels"][i]) for i in rows], np.empty((0,), "<i4")),
+            }
+
+    cases["h5"] = Case("h5", h5path, reference=h5_ref)
+
+    # HDF5 (h5py): one dataset, LZF chunks of 4 samples (decoded together).
+    lzf_path = os.path.join(root, "lzf.h5")
+    lzf_images = _images(6)
+    with h5py.File(lzf_path, "w") as f:
+        f.create_dataset("x", data=lzf_images, chunks=(4, *SHAPE), compression="lzf")
+
+    def lzf_ref(rows: list[int], path=lzf_path) -> np.ndarray:
+        with h5py.File(path, "r") as f:
+            return _stack([f["x"][i] for i in rows], np.empty((0, *SHAPE), "<f4"))
+
+    cases["h5_lzf"] = Case("h5_lzf", lzf_path, datasets="x", reference=lzf_ref, samples_per_chunk=4)
+    return cases
+
+
+def same(got: Any, want: Any) -> bool:
+    """Bit-for-bit equality of arrays (or dicts of arrays), dtype and shape included."""
+    if isinstance(want, dict):
+        return (
+            isinstance(got, dict)
+            and list(got) == list(want)
+            and all(same(got[k], want[k]) for k in want)
+        )
+    got = np.asarray(got)
+    return (
+        got.dtype == want.dtype
+        and got.shape == want.shape
+        and np.ascontiguousarray(got).tobytes() == np.ascontiguousarray(want).tobytes()
+    )
