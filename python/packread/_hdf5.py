@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any, Union
+from typing import Any, Literal, Union
 
 import numpy as np
 
@@ -17,6 +17,33 @@ DEFAULT_CACHE_BYTES = 32 << 20
 
 Out = Union[np.ndarray, dict[str, np.ndarray], None]
 
+#: How variable-length samples come back: a list (one array, or ``bytes``/``str``, per
+#: sample) or ``"flat"``: ``(values, offsets)``, sample ``k`` being
+#: ``values[offsets[k]:offsets[k + 1]]``.
+Ragged = Literal["list", "flat"]
+RaggedBatch = Union[list[Any], tuple[np.ndarray, np.ndarray]]
+
+
+def _ragged(
+    inner: _packread.HDF5Reader, ds: HDF5Dataset, rows: np.ndarray, mode: str
+) -> RaggedBatch:
+    """Samples ``rows`` of a variable-length dataset, as ``mode`` says."""
+    values, offsets = inner.read_ragged(rows, ds.name)
+    if not values.dtype.isnative:
+        # As h5py and PyTables give sequences: in native byte order.
+        values = values.astype(values.dtype.newbyteorder("="))
+    if mode == "flat":
+        return values, offsets
+    bounds = offsets.tolist()
+    kind = ds.vlen["kind"] if ds.vlen else "array"
+    if kind == "bytes":
+        raw = values.tobytes()
+        return [raw[a:b] for a, b in zip(bounds, bounds[1:])]
+    if kind == "unicode":
+        text = values.astype("<u4", copy=False)
+        return [text[a:b].tobytes().decode("utf-32-le") for a, b in zip(bounds, bounds[1:])]
+    return [values[a:b] for a, b in zip(bounds, bounds[1:])]
+
 
 def _start(
     inner: _packread.HDF5Reader,
@@ -24,20 +51,28 @@ def _start(
     names: list[str],
     rows: Any,
     out: dict[str, np.ndarray] | None,
-) -> tuple[_packread.PendingRead, dict[str, np.ndarray]]:
-    """Starts reading samples ``rows`` of ``names`` into new arrays, or those of ``out``."""
+    ragged: str = "list",
+) -> tuple[_packread.PendingRead, dict[str, Any]]:
+    """Starts reading samples ``rows`` of ``names`` into new arrays, or those of ``out``.
+    Variable-length datasets are read at once (their sizes are only known from the file)."""
     rows = np.ascontiguousarray(rows, dtype=np.int64)
-    result = dict(out) if out is not None else {}
+    result: dict[str, Any] = dict(out) if out is not None else {}
     unknown = set(result) - set(names)
     if unknown:
         raise InvalidArgumentError(
             f"out= names datasets this reader does not read: {sorted(unknown)}"
         )
+    fixed = [n for n in names if datasets[n].vlen is None]
     for n in names:
-        if n not in result:
-            ds = datasets[n]
+        ds = datasets[n]
+        if ds.vlen is not None and n in result:
+            raise InvalidArgumentError(f"out= cannot hold variable-length data ({n!r})")
+        if n not in result and ds.vlen is None:
             result[n] = new_output(len(rows), ds.shape[1:], ds.dtype)
-    read = inner.read_into(rows, names, [result[n] for n in names])
+    read = inner.read_into(rows, fixed, [result[n] for n in fixed])
+    for n in names:
+        if datasets[n].vlen is not None:
+            result[n] = _ragged(inner, datasets[n], rows, ragged)
     return read, {n: result[n] for n in names}
 
 
@@ -59,11 +94,18 @@ class HDF5Dataset:
         self.filters: list[tuple[int, str, tuple[int, ...]]] = info["filters"]
         #: How packread reads it (pread + decode, or libhdf5 and why).
         self.read_path: str = info["read_path"]
+        #: For variable-length data (``dtype`` is then the sequences' element type):
+        #: ``{"dtype", "elem_shape", "kind"}``, ``kind`` one of ``"array"``, ``"bytes"``,
+        #: ``"unicode"``; ``None`` for fixed-size data.
+        self.vlen: dict[str, Any] | None = info["vlen"]
+        if self.vlen is not None:
+            self.dtype = self.vlen["dtype"]
+        self._ragged: str = reopen[1].get("ragged", "list")
 
     def __len__(self) -> int:
         return self.shape[0]
 
-    def read(self, sel: int | Indices, out: np.ndarray | None = None) -> np.ndarray:
+    def read(self, sel: int | Indices, out: np.ndarray | None = None) -> Any:
         """Samples along the first axis: an int gives one sample, anything else a batch."""
         me = {self.name: self}
         if isinstance(sel, (int, np.integer)):
@@ -72,7 +114,12 @@ class HDF5Dataset:
             return arrays[self.name][0]
         rows = as_indices(sel, len(self))
         read, arrays = _start(
-            self._inner, me, [self.name], rows, None if out is None else {self.name: out}
+            self._inner,
+            me,
+            [self.name],
+            rows,
+            None if out is None else {self.name: out},
+            self._ragged,
         )
         read.wait()
         return arrays[self.name]
@@ -97,32 +144,56 @@ class HDF5Reader:
     lock. ``cache_bytes`` bounds the decoded chunks kept for the next batch (0 disables);
     ``num_threads`` gives this reader a pool of its own. Pickles by path.
 
+    ``src`` may also be the bytes of a whole file (any bytes-like object; copied once), and
+    ``in_memory=True`` reads the file at ``src`` whole into memory: either way libhdf5 and
+    every batch then read from memory (like PyTables' ``driver="H5FD_CORE"``).
+
+    Variable-length datasets (PyTables ``VLArray``, h5py ``vlen_dtype`` and string data) give
+    a list per batch (arrays, or ``bytes``/``str`` for strings), or with ``ragged="flat"`` a
+    pair ``(values, offsets)`` of ``len(idx) + 1`` offsets, ready for collation.
+
     >>> h = HDF5Reader("train.h5")
     >>> batch = h.batch([3, 17, 42])  # {"images": (3, ...), "labels": (3,)}
     """
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
+        src: str | os.PathLike[str] | bytes | bytearray | memoryview | np.ndarray,
         datasets: str | Sequence[str] | None = None,
         *,
         num_threads: int | None = None,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        in_memory: bool = False,
+        ragged: Ragged = "list",
     ) -> None:
         if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, (int, np.integer)):
             raise PackreadTypeError(f"cache_bytes must be an int, not {type(cache_bytes).__name__}")
         if cache_bytes < 0:
             raise InvalidArgumentError(f"cache_bytes must be >= 0, not {cache_bytes}")
         num_threads = check_num_threads(num_threads)
-        self._args = (os.fspath(path), datasets)
-        self._options = {"num_threads": num_threads, "cache_bytes": int(cache_bytes)}
+        if ragged not in ("list", "flat"):
+            raise InvalidArgumentError(f"ragged must be 'list' or 'flat', not {ragged!r}")
+        if isinstance(src, (str, os.PathLike)):
+            source: Any = os.fspath(src)
+        else:
+            source = bytes(memoryview(src).cast("B")) if not isinstance(src, bytes) else src
+        self._args = (source, datasets)
+        self._options = {
+            "num_threads": num_threads,
+            "cache_bytes": int(cache_bytes),
+            "in_memory": bool(in_memory),
+            "ragged": ragged,
+        }
         self._single = isinstance(datasets, str)
+        self._ragged: str = ragged
         names = [datasets] if isinstance(datasets, str) else datasets
         if names is not None and not isinstance(names, str):
             names = list(names)
             if len(set(names)) != len(names):
                 raise InvalidArgumentError(f"datasets are named more than once: {names}")
-        self._inner = _packread.HDF5Reader(os.fspath(path), names, num_threads, int(cache_bytes))
+        self._inner = _packread.HDF5Reader(
+            source, names, num_threads, int(cache_bytes), bool(in_memory)
+        )
         self._datasets = {
             k.lstrip("/"): HDF5Dataset(
                 self._inner, k.lstrip("/"), self._inner.info(k), (self._args, self._options)
@@ -186,27 +257,25 @@ class HDF5Reader:
         """Datasets left out of ``datasets=None``, with the reason."""
         return {k.lstrip("/"): v for k, v in self._inner.skipped().items()}
 
-    def batch(self, idx: Indices, *, out: Out = None) -> np.ndarray | dict[str, np.ndarray]:
+    def batch(self, idx: Indices, *, out: Out = None) -> Any:
         """Samples ``idx`` (order, duplicates and negatives kept) of every dataset, stacked:
         an array for a reader of one dataset, else a dict; into ``out`` when given."""
         return self.batch_async(idx, out=out).result()
 
-    def batch_async(
-        self, idx: Indices, *, out: Out = None
-    ) -> PendingBatch[np.ndarray | dict[str, np.ndarray]]:
+    def batch_async(self, idx: Indices, *, out: Out = None) -> PendingBatch[Any]:
         """Like :meth:`batch`, but returns at once: arguments are checked now (the same errors
         as ``batch``), the reads run on packread's pool; ``.result()`` gives the batch."""
         rows = as_indices(idx, len(self))
         names = list(self._datasets)
         if self._single:
             outs = None if out is None else {names[0]: out}
-            read, arrays = _start(self._inner, self._datasets, names, rows, outs)
+            read, arrays = _start(self._inner, self._datasets, names, rows, outs, self._ragged)
             return PendingBatch(read, arrays[names[0]])
         if out is not None and not isinstance(out, dict):
             raise PackreadTypeError(
                 "out= must be a dict of arrays for a reader of several datasets"
             )
-        read, arrays = _start(self._inner, self._datasets, names, rows, out)
+        read, arrays = _start(self._inner, self._datasets, names, rows, out, self._ragged)
         return PendingBatch(read, arrays)
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -216,9 +285,9 @@ class HDF5Reader:
         return f"HDF5Reader({self.path!r}, {len(self)} samples, datasets={self.keys()})"
 
 
-def _reopen_hdf5(args: tuple[str, Any], options: dict[str, Any]) -> HDF5Reader:
+def _reopen_hdf5(args: tuple[Any, Any], options: dict[str, Any]) -> HDF5Reader:
     return HDF5Reader(*args, **options)
 
 
-def _reopen_dataset(args: tuple[str, Any], options: dict[str, Any], name: str) -> HDF5Dataset:
+def _reopen_dataset(args: tuple[Any, Any], options: dict[str, Any], name: str) -> HDF5Dataset:
     return HDF5Reader(*args, **options)[name]

@@ -115,10 +115,11 @@ def load_npz_buffer(
 class HDF5Reader:
     def __new__(
         cls,
-        path: str | os.PathLike[str],
+        src: Any,
         datasets: list[str] | None = ...,
         num_threads: int | None = ...,
         cache_bytes: int = ...,
+        in_memory: bool = ...,
     ) -> HDF5Reader: ...
     def __len__(self) -> int: ...
     @property
@@ -129,3 +130,6 @@ class HDF5Reader:
     def read_into(
         self, idx: NDArray[np.int64], names: list[str], outs: list[NDArray[Any]]
     ) -> PendingRead: ...
+    def read_ragged(
+        self, idx: NDArray[np.int64], name: str
+    ) -> tuple[NDArray[Any], NDArray[np.int64]]: ...

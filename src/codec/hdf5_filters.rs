@@ -12,7 +12,10 @@ pub fn unshuffle(input: &[u8], out: &mut [u8], itemsize: usize) -> Result<(), St
             out.len()
         ));
     }
-    if itemsize <= 1 {
+    if itemsize == 0 {
+        return Err("shuffle without an element size (filter parameter missing)".into());
+    }
+    if itemsize == 1 {
         out.copy_from_slice(input);
         return Ok(());
     }

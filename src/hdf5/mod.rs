@@ -985,6 +985,10 @@ fn native_filters(
                 compressors += 1;
                 FilterStep::Deflate
             }
+            // No parameter: libhdf5 could not set the element size (variable-length data, where
+            // PyTables adds it anyway); the optional filter was then skipped for every chunk
+            // (its mask bit set), and a chunk claiming otherwise fails to decode.
+            FILTER_SHUFFLE if f.params.is_empty() => FilterStep::Shuffle(0),
             FILTER_SHUFFLE => {
                 if f.params.len() != 1 || f.params[0] == 0 {
                     return Err(bad("expected one parameter, the element size"));

@@ -4,14 +4,42 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use numpy::{PyArrayDescr, PyReadonlyArray1};
+use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
-use super::array::{batch_shape, check_disjoint, numpy_dtype, output, slices, RawOut};
+use super::array::{
+    batch_shape, check_disjoint, empty, fresh_bytes, numpy_dtype, output, slices, RawOut,
+};
 use super::errors::{invalid_argument, IntoPyResult};
 use super::pending::{submit, PendingRead};
-use crate::hdf5::{Hdf5File, Selection};
+use crate::error::Error;
+use crate::hdf5::{Hdf5File, Input, Selection, VlenKind};
 use crate::plan::resolve_indices;
+
+/// Where the file comes from: a path (read in place or whole into memory) or its bytes.
+enum Origin {
+    Path(PathBuf),
+    Bytes(Arc<[u8]>),
+}
+
+fn origin(py: Python<'_>, src: &Bound<'_, PyAny>) -> PyResult<Origin> {
+    if let Ok(path) = src.extract::<PathBuf>() {
+        return Ok(Origin::Path(path));
+    }
+    let view = PyBuffer::<u8>::get(src).map_err(|_| {
+        invalid_argument(
+            py,
+            "expected a path or a bytes-like object holding an HDF5 file",
+        )
+    })?;
+    if !view.is_c_contiguous() {
+        return Err(invalid_argument(py, "an HDF5 buffer must be C-contiguous"));
+    }
+    // Copied once: libhdf5 and the batch reads use it for the reader's whole life, and a
+    // caller's buffer (a bytearray, a numpy array) could change under them.
+    Ok(Origin::Bytes(Arc::from(view.to_vec(py)?)))
+}
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<HDF5Reader>()?;
@@ -29,17 +57,36 @@ pub struct HDF5Reader {
 #[pymethods]
 impl HDF5Reader {
     #[new]
-    #[pyo3(signature = (path, datasets = None, num_threads = None, cache_bytes = 32 << 20))]
+    #[pyo3(signature = (src, datasets = None, num_threads = None, cache_bytes = 32 << 20, in_memory = false))]
     fn new(
         py: Python<'_>,
-        path: PathBuf,
+        src: &Bound<'_, PyAny>,
         datasets: Option<Vec<String>>,
         num_threads: Option<usize>,
         cache_bytes: usize,
+        in_memory: bool,
     ) -> PyResult<Self> {
         let selection = datasets.map_or(Selection::All, Selection::Names);
+        let origin = origin(py, src)?;
         let file = py
-            .detach(|| Hdf5File::open(path, selection, cache_bytes, num_threads))
+            .detach(|| {
+                let input = match origin {
+                    Origin::Path(path) if in_memory => {
+                        let name = path.display().to_string();
+                        let bytes = std::fs::read(&path).map_err(|e| Error::io(&name, e))?;
+                        Input::Memory {
+                            name,
+                            bytes: Arc::from(bytes),
+                        }
+                    }
+                    Origin::Path(path) => Input::Path(path),
+                    Origin::Bytes(bytes) => Input::Memory {
+                        name: "<HDF5 bytes>".into(),
+                        bytes,
+                    },
+                };
+                Hdf5File::open(input, selection, cache_bytes, num_threads)
+            })
             .py_err(py)?;
         let dtypes = file
             .datasets()
@@ -97,7 +144,58 @@ impl HDF5Reader {
         }
         d.set_item("filters", filters)?;
         d.set_item("read_path", ds.read_path())?;
+        let vlen = match ds.vlen() {
+            None => None,
+            Some(v) => {
+                let info = PyDict::new(py);
+                info.set_item("dtype", numpy_dtype(py, &v.base)?)?;
+                info.set_item("elem_shape", PyTuple::new(py, &v.elem_shape)?)?;
+                let kind = match v.kind {
+                    VlenKind::Array => "array",
+                    VlenKind::Bytes => "bytes",
+                    VlenKind::Unicode => "unicode",
+                };
+                info.set_item("kind", kind)?;
+                Some(info)
+            }
+        };
+        d.set_item("vlen", vlen)?;
         Ok(d)
+    }
+
+    /// Samples `idx` of the variable-length dataset `name`, flat: `(values, offsets)`, the
+    /// sequences one after another and where each starts (`len(idx) + 1` offsets).
+    fn read_ragged<'py>(
+        &self,
+        py: Python<'py>,
+        idx: PyReadonlyArray1<'_, i64>,
+        name: &str,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        let idx = idx.as_slice()?.to_vec();
+        let w = self.file.position(name).py_err(py)?;
+        let Some(v) = self.file.datasets()[w].vlen() else {
+            return Err(invalid_argument(
+                py,
+                format!("{name} is not variable-length data"),
+            ));
+        };
+        let file = &self.file;
+        let plan = py.detach(|| file.plan_ragged(&idx, w)).py_err(py)?;
+        let total =
+            usize::try_from(plan.total()).map_err(|_| invalid_argument(py, "batch too large"))?;
+        let mut shape = vec![total];
+        shape.extend_from_slice(&v.elem_shape);
+        let values = empty(py, &shape, &numpy_dtype(py, &v.base)?, false)?;
+        let raw = fresh_bytes(&values)?;
+        let offsets: Vec<i64> = plan.offsets.iter().map(|&o| o as i64).collect();
+        py.detach(move || {
+            // SAFETY: `values` was just allocated here and is alive for this call.
+            let out = unsafe { raw.as_mut_slice() };
+            file.fill_ragged(&plan, out)
+        })
+        .py_err(py)?;
+        let offsets = numpy::PyArray1::from_vec(py, offsets).into_any();
+        Ok((values, offsets))
     }
 
     /// Starts reading samples `idx` of datasets `names` into `outs` (one array each); names,
