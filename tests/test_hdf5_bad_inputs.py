@@ -511,12 +511,10 @@ def test_25_fletcher32_after_deflate(good, tmp_path):
 
 # 27. filters nobody here can decode -------------------------------------------------------------
 
+# (blosc, zstd, LZ4 and bitshuffle are decoded natively: test_hdf5_codecs.py)
 PLUGINS = {
-    "zstd": (32015, lambda: hdf5plugin.Zstd()),
     "blosc2": (32026, lambda: hdf5plugin.Blosc2()),
-    "bitshuffle": (32008, lambda: hdf5plugin.Bitshuffle()),
-    "lz4": (32004, lambda: hdf5plugin.LZ4()),
-    "blosc": (32001, lambda: hdf5plugin.Blosc()),
+    "bzip2": (307, lambda: hdf5plugin.BZip2()),
 }
 
 

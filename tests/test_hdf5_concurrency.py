@@ -301,7 +301,9 @@ def test_pickle_round_trip_by_path(tmp_path, datasets):
         assert copy.path == reader.path
         assert copy.keys() == reader.keys()
         assert len(copy) == len(reader)
-        assert copy._options == {"num_threads": 2, "cache_bytes": 12345}
+        assert copy._options == {
+            "num_threads": 2, "cache_bytes": 12345, "in_memory": False, "ragged": "list"
+        }
         for k in reader.keys():
             assert copy[k].dtype == reader[k].dtype
             assert copy[k].shape == reader[k].shape

@@ -263,3 +263,66 @@ def test_in_memory_bytes_that_are_not_hdf5(tmp_path):
         packread.HDF5Reader(b"not an hdf5 file" * 100)
     with pytest.raises(packread.errors.HDF5Error):
         packread.HDF5Reader(b"")
+
+
+# --------------------------------------------------------------------------------------------
+# attributes
+
+
+def _same_value(got, want):
+    if isinstance(want, np.ndarray):
+        if want.dtype == object:
+            assert got.dtype == object and got.tolist() == want.tolist()
+        else:
+            assert_same(got, want)
+    else:
+        assert type(got) is type(want), (got, want)
+        assert got == want or (got != got and want != want), (got, want)
+
+
+def test_attrs_pytables_user_view(tmp_path):
+    path = tmp_path / "a.h5"
+    with tables.open_file(str(path), "w") as f:
+        g = f.create_group("/", "g")
+        c = f.create_carray(g, "x", obj=np.zeros((4, 3)), filters=BLOSC)
+        c.attrs.text = "héllo"
+        c.attrs.raw = b"raw"
+        c.attrs.count = 3
+        c.attrs.scale = 2.5
+        c.attrs.vector = np.arange(3, dtype="<i2")  # (PyTables misreads big-endian ones)
+        c.attrs.flags = np.array([True, False])
+        c.attrs.pickled = [1, 2]  # PyTables pickles it
+    r = packread.HDF5Reader(path)
+    got = r["g/x"].attrs
+    with tables.open_file(str(path), "r") as f:
+        a = f.root.g.x._v_attrs
+        names = a._f_list("user")
+        assert sorted(got) == sorted(names)
+        for k in names:
+            if k == "pickled":
+                assert isinstance(got[k], (bytes, np.bytes_))  # never unpickled
+            else:
+                _same_value(got[k], a[k])
+
+
+def test_attrs_h5py(tmp_path):
+    path = tmp_path / "h.h5"
+    with h5py.File(path, "w") as f:
+        d = f.create_dataset("x", data=np.zeros((5, 2)))
+        d.attrs["s"] = "vlen ü"
+        d.attrs["fixed"] = np.bytes_(b"abc")
+        d.attrs["i"] = np.int32(-7)
+        d.attrs["arr"] = np.arange(6, dtype="<f4").reshape(2, 3)
+        d.attrs["strs"] = ["a", "bb", "ccc"]
+        d.attrs["CLASS"] = b"kept: not a PyTables file"
+        d.attrs.create("empty", h5py.Empty("f4"))
+    r = packread.HDF5Reader(path)
+    got = r["x"].attrs
+    with h5py.File(path, "r") as f:
+        want = dict(f["x"].attrs)
+    assert sorted(got) == sorted(want)
+    for k, w in want.items():
+        if isinstance(w, h5py.Empty):
+            assert got[k] is None
+        else:
+            _same_value(got[k], w)

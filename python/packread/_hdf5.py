@@ -45,6 +45,23 @@ def _ragged(
     return [values[a:b] for a, b in zip(bounds, bounds[1:])]
 
 
+def _attr_value(raw: tuple[Any, ...]) -> Any:
+    """An attribute as h5py (or, in a PyTables file, PyTables) gives it."""
+    kind = raw[1]
+    if kind == "empty":
+        return None
+    if kind == "strings":
+        values, shape, scalar = raw[2:]
+        if scalar:
+            return values[0]
+        return np.array(values, dtype=object).reshape(shape)
+    dtype, shape, data, scalar, text = raw[2:]
+    arr = np.frombuffer(data, dtype=dtype).reshape(shape).copy()
+    if text:  # a UTF-8 fixed-length string PyTables reads as str
+        arr = np.char.decode(arr, "utf-8")
+    return arr[()] if scalar else arr
+
+
 def _start(
     inner: _packread.HDF5Reader,
     datasets: dict[str, HDF5Dataset],
@@ -100,6 +117,10 @@ class HDF5Dataset:
         self.vlen: dict[str, Any] | None = info["vlen"]
         if self.vlen is not None:
             self.dtype = self.vlen["dtype"]
+        #: The dataset's attributes as h5py reads them; in a PyTables file only the user
+        #: attributes (PyTables' own bookkeeping left out), strings as PyTables reads them.
+        #: Pickled values (PyTables stores Python objects so) stay bytes: never unpickled.
+        self.attrs: dict[str, Any] = {a[0]: _attr_value(a) for a in inner.attrs(name)}
         self._ragged: str = reopen[1].get("ragged", "list")
 
     def __len__(self) -> int:

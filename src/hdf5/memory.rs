@@ -159,8 +159,8 @@ pub unsafe fn open_image(name: &str, bytes: Arc<[u8]>) -> Result<(hid_t, Box<Ima
     // can be open from disk and from memory at once.
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let cname = CString::new(format!("packread-memory-image-{}-{n}", std::process::id()))
-        .expect("no NUL");
+    let cname =
+        CString::new(format!("packread-memory-image-{}-{n}", std::process::id())).expect("no NUL");
     let ok = H5Pset_fapl_core(fapl, 1 << 16, 0) >= 0
         && H5Pset_file_image_callbacks(fapl, &mut callbacks) >= 0
         && H5Pset_file_image(fapl, image.ptr.cast_mut().cast(), image.len) >= 0;

@@ -20,6 +20,7 @@ use hdf5_sys::h5s::{H5Sclose, H5Sget_simple_extent_dims, H5Sget_simple_extent_nd
 use hdf5_sys::h5t::H5Tclose;
 use hdf5_sys::h5z::H5Zfilter_avail;
 
+use super::attrs::{attributes, AttrValue};
 use super::types::{descr_of, Conventions};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
@@ -83,6 +84,8 @@ pub struct DatasetMeta {
     pub fill: Vec<u8>,
     /// For variable-length data: what the sequences hold (`dtype` is then the heap ID).
     pub vlen: Option<Vlen>,
+    /// The dataset's attributes (user attributes only, in a PyTables file).
+    pub attrs: Vec<(String, AttrValue)>,
 }
 
 /// What the elements of a variable-length dataset hold.
@@ -316,6 +319,7 @@ pub unsafe fn dataset_meta(
         filters,
         fill,
         vlen,
+        attrs: attributes(ds, facts.conv),
     })
 }
 

@@ -3,6 +3,7 @@
 //! outside libhdf5's global lock. Datasets the fast path cannot decode (other filters,
 //! compact or external storage) are read by libhdf5 itself, under its lock.
 
+mod attrs;
 mod cache;
 mod memory;
 mod meta;
@@ -21,6 +22,7 @@ use hdf5_sys::h5p::H5P_DEFAULT;
 use hdf5_sys::h5s::{H5S_seloper_t, H5Sclose, H5Screate_simple, H5Sselect_hyperslab};
 use hdf5_sys::h5t::H5Tclose;
 
+pub use attrs::AttrValue;
 pub use cache::ChunkCache;
 pub use memory::MemoryFile;
 pub use meta::{ChunkLoc, DatasetMeta, Filter, Layout, Vlen, VlenKind};
@@ -124,6 +126,11 @@ impl Hdf5Dataset {
 
     pub fn filters(&self) -> &[Filter] {
         &self.meta.filters
+    }
+
+    /// The dataset's attributes, in name order.
+    pub fn attrs(&self) -> &[(String, AttrValue)] {
+        &self.meta.attrs
     }
 
     /// What a variable-length dataset's sequences hold (`None` for fixed-size data).
@@ -932,7 +939,7 @@ fn dataset(meta: DatasetMeta, location: &str) -> Result<Hdf5Dataset> {
         Layout::Other(why) => ReadPath::Library(why.clone()),
         Layout::Chunked { chunk, .. } => {
             chunk_bytes = chunk.iter().product::<usize>() * itemsize;
-            match native_filters(&meta.filters, chunk_bytes, &at)? {
+            match native_filters(&meta.filters, chunk_bytes, meta.vlen.is_some(), &at)? {
                 Some(filters) => ReadPath::Chunked { filters },
                 None => match meta.filters.iter().find(|f| !f.available) {
                     Some(f) => ReadPath::Unreadable(format!(
@@ -963,6 +970,7 @@ fn dataset(meta: DatasetMeta, location: &str) -> Result<Hdf5Dataset> {
 fn native_filters(
     filters: &[Filter],
     chunk_bytes: usize,
+    vlen: bool,
     at: &str,
 ) -> Result<Option<Vec<FilterStep>>> {
     let mut steps = Vec::with_capacity(filters.len());
@@ -988,7 +996,7 @@ fn native_filters(
             // No parameter: libhdf5 could not set the element size (variable-length data, where
             // PyTables adds it anyway); the optional filter was then skipped for every chunk
             // (its mask bit set), and a chunk claiming otherwise fails to decode.
-            FILTER_SHUFFLE if f.params.is_empty() => FilterStep::Shuffle(0),
+            FILTER_SHUFFLE if f.params.is_empty() && vlen => FilterStep::Shuffle(0),
             FILTER_SHUFFLE => {
                 if f.params.len() != 1 || f.params[0] == 0 {
                     return Err(bad("expected one parameter, the element size"));

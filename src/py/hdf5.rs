@@ -14,7 +14,7 @@ use super::array::{
 use super::errors::{invalid_argument, IntoPyResult};
 use super::pending::{submit, PendingRead};
 use crate::error::Error;
-use crate::hdf5::{Hdf5File, Input, Selection, VlenKind};
+use crate::hdf5::{AttrValue, Hdf5File, Input, Selection, VlenKind};
 use crate::plan::resolve_indices;
 
 /// Where the file comes from: a path (read in place or whole into memory) or its bytes.
@@ -161,6 +161,51 @@ impl HDF5Reader {
         };
         d.set_item("vlen", vlen)?;
         Ok(d)
+    }
+
+    /// The attributes of dataset `name` as raw parts, turned into values by `packread._hdf5`:
+    /// `(name, "array", dtype, shape, bytes, scalar, text)`, `(name, "strings", values,
+    /// shape, scalar)` or `(name, "empty")`.
+    fn attrs<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyList>> {
+        let i = self.file.position(name).py_err(py)?;
+        let out = PyList::empty(py);
+        for (key, v) in self.file.datasets()[i].attrs() {
+            let item = match v {
+                AttrValue::Array {
+                    dtype,
+                    shape,
+                    bytes,
+                    scalar,
+                    text,
+                } => (
+                    key,
+                    "array",
+                    numpy_dtype(py, dtype)?,
+                    PyTuple::new(py, shape)?,
+                    pyo3::types::PyBytes::new(py, bytes),
+                    *scalar,
+                    *text,
+                )
+                    .into_pyobject(py)?
+                    .into_any(),
+                AttrValue::Strings {
+                    values,
+                    shape,
+                    scalar,
+                } => (
+                    key,
+                    "strings",
+                    values.clone(),
+                    PyTuple::new(py, shape)?,
+                    *scalar,
+                )
+                    .into_pyobject(py)?
+                    .into_any(),
+                AttrValue::Empty => (key, "empty").into_pyobject(py)?.into_any(),
+            };
+            out.append(item)?;
+        }
+        Ok(out)
     }
 
     /// Samples `idx` of the variable-length dataset `name`, flat: `(values, offsets)`, the
