@@ -178,3 +178,88 @@ def test_seed_layout_lz4hc9_one_row_per_chunk(tmp_path):
     for p in (a, b):
         r = _check(p, "data")
         assert_same(r.batch([3, 1, 3]), rows[[3, 1, 3]])
+
+
+# --------------------------------------------------------------------------------------------
+# crafted bad chunks: HDF5Error naming file, dataset and chunk; never a crash
+
+BAD_FILTERS = {
+    "blosc-lz4": lambda: hdf5plugin.Blosc(cname="lz4", clevel=5, shuffle=1),
+    "blosc-zstd": lambda: hdf5plugin.Blosc(cname="zstd", clevel=5, shuffle=2),
+    "zstd": lambda: hdf5plugin.Zstd(),
+    "lz4": lambda: hdf5plugin.LZ4(nbytes=256),
+    "bitshuffle-lz4": lambda: hdf5plugin.Bitshuffle(nelems=64, cname="lz4"),
+    "bitshuffle-zstd": lambda: hdf5plugin.Bitshuffle(nelems=64, cname="zstd"),
+}
+
+
+def _bad_chunk_file(tmp_path, filt):
+    rng = np.random.default_rng(20)
+    data = sample_data(rng, (12, 512), "<i4")
+    data[:] = np.arange(512) // 16  # every chunk and block compressible: none stored raw
+    path = tmp_path / "bad.h5"
+    _write_h5py(path, data, (1, 512), BAD_FILTERS[filt])
+    return path, chunk_spans(path, "x")
+
+
+def _patched(path, at, new: bytes):
+    raw = bytearray(path.read_bytes())
+    raw[at : at + len(new)] = new
+    path.write_bytes(bytes(raw))
+
+
+def _expect_hdf5_error(path, offset):
+    r = packread.HDF5Reader(path, "x")
+    with pytest.raises(packread.HDF5Error) as exc:
+        r.batch(range(12))
+    msg = str(exc.value)
+    assert str(path) in msg and "x" in msg and f"chunk at byte {offset}" in msg, msg
+    return msg
+
+
+# (name, function of (chunk offset, chunk size) -> (file offset, new bytes))
+CORRUPTIONS = {
+    # Header sizes that disagree with the chunk (decoded size one element short / too long).
+    "decoded-size": lambda f, off, size: {
+        "blosc": (off + 4, (2044).to_bytes(4, "little")),
+        "zstd": None,
+        "lz4": (off, (2044).to_bytes(8, "big")),
+        "bitshuffle": (off, (2052).to_bytes(8, "big")),
+    }[f],
+    # The compressed size or first block size/offset points past the end of the chunk.
+    "past-the-end": lambda f, off, size: {
+        "blosc": (off + 16, (size + 100).to_bytes(4, "little")),
+        "zstd": (off + size - 8, b"\xff" * 8),
+        "lz4": (off + 12, (size * 4).to_bytes(4, "big")),
+        "bitshuffle": (off + 12, (size * 4).to_bytes(4, "big")),
+    }[f],
+    # Header of zeros (blosc: typesize and blocksize 0).
+    "zeros": lambda f, off, size: (off, bytes(16)),
+    # Garbage where the compressed data is.
+    "garbage": lambda f, off, size: (off + 24, b"\xfe" * min(64, size - 24)),
+}
+
+
+@pytest.mark.parametrize("corruption", CORRUPTIONS)
+@pytest.mark.parametrize("filt", BAD_FILTERS)
+def test_crafted_bad_chunks_raise_hdf5error(tmp_path, filt, corruption):
+    path, spans = _bad_chunk_file(tmp_path, filt)
+    off, size, mask = spans[5]
+    assert mask == 0
+    family = filt.split("-")[0]
+    change = CORRUPTIONS[corruption](family, off, size)
+    if change is None:
+        pytest.skip("zstd frames carry no size packread relies on")
+    _patched(path, *change)
+    _expect_hdf5_error(path, off)
+
+
+@pytest.mark.parametrize("filt", BAD_FILTERS)
+def test_truncated_chunks_raise_hdf5error(tmp_path, filt):
+    """A chunk whose stored size was cut short (the index says fewer bytes)."""
+    path, spans = _bad_chunk_file(tmp_path, filt)
+    off, size, _ = spans[3]
+    # Cut the stored bytes short by moving the end of the data: overwrite the tail with what
+    # a shorter stream would leave (zeros), the classic truncated-write shape.
+    _patched(path, off + size // 2, bytes(size - size // 2))
+    _expect_hdf5_error(path, off)
