@@ -35,19 +35,136 @@ pub fn bitunshuffle_block(input: &[u8], out: &mut [u8], itemsize: usize) {
     let row = n / 8;
     let group = 8 * itemsize;
     for j in 0..itemsize {
+        // The 8 bit rows of byte j, each `row` bytes (equal lengths let the loads below go
+        // without bounds checks).
         let rows = &input[8 * j * row..8 * (j + 1) * row];
-        for g in 0..row {
-            // Byte g of the 8 bit rows of byte j: an 8x8 bit matrix, transposed.
-            let mut x = 0u64;
-            for k in 0..8 {
-                x |= u64::from(rows[k * row + g]) << (8 * k);
-            }
-            let x = transpose_8x8(x);
-            let base = g * group + j;
-            for k in 0..8 {
-                out[base + k * itemsize] = (x >> (8 * k)) as u8;
+        let (r0, rest) = rows.split_at(row);
+        let (r1, rest) = rest.split_at(row);
+        let (r2, rest) = rest.split_at(row);
+        let (r3, rest) = rest.split_at(row);
+        let (r4, rest) = rest.split_at(row);
+        let (r5, rest) = rest.split_at(row);
+        let (r6, r7) = rest.split_at(row);
+        let gather = |g: usize| {
+            // Byte g of the 8 rows: an 8x8 bit matrix, transposed into 8 output bytes.
+            transpose_8x8(u64::from_le_bytes([
+                r0[g], r1[g], r2[g], r3[g], r4[g], r5[g], r6[g], r7[g],
+            ]))
+            .to_le_bytes()
+        };
+        let rows8 = [r0, r1, r2, r3, r4, r5, r6, r7];
+        // Sixteen groups at a time with SSE2 (part of every x86-64), the rest one by one.
+        let fast = simd::untranspose_16_groups(&rows8, out, j, itemsize);
+        for g in fast..row {
+            let x = gather(g);
+            let dst = &mut out[g * group..(g + 1) * group];
+            if itemsize == 1 {
+                dst.copy_from_slice(&x);
+            } else {
+                for (k, &b) in x.iter().enumerate() {
+                    dst[k * itemsize + j] = b;
+                }
             }
         }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod simd {
+    use std::arch::x86_64::*;
+
+    /// Writes byte `j` of the elements of groups `0..16 * m` (8 elements a group) from the 8
+    /// bit rows, 16 groups per step: an 8x16 byte transpose with unpacks gives each group's 8
+    /// row bytes side by side, then `movemask` picks bit 7 of each (one output byte per bit
+    /// position, the register shifted left between picks). Returns the groups written.
+    pub fn untranspose_16_groups(
+        rows: &[&[u8]; 8],
+        out: &mut [u8],
+        j: usize,
+        itemsize: usize,
+    ) -> usize {
+        let row = rows[0].len();
+        let steps = row / 16;
+        let group = 8 * itemsize;
+        assert!(rows.iter().all(|r| r.len() == row) && out.len() >= row * group);
+        for s in 0..steps {
+            let g0 = 16 * s;
+            // SAFETY: SSE2 is part of x86-64; every load reads 16 bytes at `g0 <= row - 16`
+            // of a row of `row` bytes (checked above).
+            let cols = unsafe {
+                let r: [__m128i; 8] =
+                    std::array::from_fn(|k| _mm_loadu_si128(rows[k].as_ptr().add(g0).cast()));
+                let t: [__m128i; 8] = [
+                    _mm_unpacklo_epi8(r[0], r[1]),
+                    _mm_unpackhi_epi8(r[0], r[1]),
+                    _mm_unpacklo_epi8(r[2], r[3]),
+                    _mm_unpackhi_epi8(r[2], r[3]),
+                    _mm_unpacklo_epi8(r[4], r[5]),
+                    _mm_unpackhi_epi8(r[4], r[5]),
+                    _mm_unpacklo_epi8(r[6], r[7]),
+                    _mm_unpackhi_epi8(r[6], r[7]),
+                ];
+                let u: [__m128i; 8] = [
+                    _mm_unpacklo_epi16(t[0], t[2]),
+                    _mm_unpackhi_epi16(t[0], t[2]),
+                    _mm_unpacklo_epi16(t[1], t[3]),
+                    _mm_unpackhi_epi16(t[1], t[3]),
+                    _mm_unpacklo_epi16(t[4], t[6]),
+                    _mm_unpackhi_epi16(t[4], t[6]),
+                    _mm_unpacklo_epi16(t[5], t[7]),
+                    _mm_unpackhi_epi16(t[5], t[7]),
+                ];
+                // Register i holds groups g0 + 2i and g0 + 2i + 1, each as 8 row bytes.
+                [
+                    _mm_unpacklo_epi32(u[0], u[4]),
+                    _mm_unpackhi_epi32(u[0], u[4]),
+                    _mm_unpacklo_epi32(u[1], u[5]),
+                    _mm_unpackhi_epi32(u[1], u[5]),
+                    _mm_unpacklo_epi32(u[2], u[6]),
+                    _mm_unpackhi_epi32(u[2], u[6]),
+                    _mm_unpacklo_epi32(u[3], u[7]),
+                    _mm_unpackhi_epi32(u[3], u[7]),
+                ]
+            };
+            // Bit 7 of every byte first (element 7 of each group), then 6, ...: all eight
+            // registers per bit position, for instruction-level parallelism.
+            let mut x = cols;
+            let mut words = [0u64; 16];
+            for m in (0..8).rev() {
+                for (i, xi) in x.iter_mut().enumerate() {
+                    // SAFETY: SSE2 register arithmetic only.
+                    let bits = unsafe {
+                        let bits = _mm_movemask_epi8(*xi) as u64;
+                        *xi = _mm_slli_epi16(*xi, 1);
+                        bits
+                    };
+                    words[2 * i] |= (bits & 0xff) << (8 * m);
+                    words[2 * i + 1] |= (bits >> 8) << (8 * m);
+                }
+            }
+            if itemsize == 1 {
+                let dst = &mut out[g0 * 8..(g0 + 16) * 8];
+                for (d, w) in dst.chunks_exact_mut(8).zip(words) {
+                    d.copy_from_slice(&w.to_le_bytes());
+                }
+            } else {
+                for (gi, w) in words.into_iter().enumerate() {
+                    let g = g0 + gi;
+                    let dst = &mut out[g * group..(g + 1) * group];
+                    for (k, b) in w.to_le_bytes().into_iter().enumerate() {
+                        dst[k * itemsize + j] = b;
+                    }
+                }
+            }
+        }
+        steps * 16
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+mod simd {
+    pub fn untranspose_16_groups(_: &[&[u8]; 8], _: &mut [u8], _: usize, _: usize) -> usize {
+        0
     }
 }
 

@@ -182,7 +182,7 @@ impl Source for Backing {
 }
 
 /// What to open: a path, or a whole file's bytes.
-pub enum Input {
+enum Input {
     Path(PathBuf),
     /// `name` is used in messages only.
     Memory {
@@ -289,7 +289,34 @@ fn normalize(name: &str) -> String {
 }
 
 impl Hdf5File {
+    /// Opens the file at `path`; batches read it with `pread`.
     pub fn open(
+        path: PathBuf,
+        selection: Selection,
+        cache_bytes: usize,
+        threads: Option<usize>,
+    ) -> Result<Hdf5File> {
+        Hdf5File::open_input(Input::Path(path), selection, cache_bytes, threads)
+    }
+
+    /// Opens a whole file held in memory (`name` is used in messages); libhdf5 reads the
+    /// bytes in place, and so do batches.
+    pub fn open_memory(
+        name: String,
+        bytes: Arc<[u8]>,
+        selection: Selection,
+        cache_bytes: usize,
+        threads: Option<usize>,
+    ) -> Result<Hdf5File> {
+        Hdf5File::open_input(
+            Input::Memory { name, bytes },
+            selection,
+            cache_bytes,
+            threads,
+        )
+    }
+
+    fn open_input(
         input: Input,
         selection: Selection,
         cache_bytes: usize,

@@ -14,7 +14,7 @@ use super::array::{
 use super::errors::{invalid_argument, IntoPyResult};
 use super::pending::{submit, PendingRead};
 use crate::error::Error;
-use crate::hdf5::{AttrValue, Hdf5File, Input, Selection, VlenKind};
+use crate::hdf5::{AttrValue, Hdf5File, Selection, VlenKind};
 use crate::plan::resolve_indices;
 
 /// Where the file comes from: a path (read in place or whole into memory) or its bytes.
@@ -70,22 +70,18 @@ impl HDF5Reader {
         let origin = origin(py, src)?;
         let file = py
             .detach(|| {
-                let input = match origin {
+                let (name, bytes) = match origin {
                     Origin::Path(path) if in_memory => {
                         let name = path.display().to_string();
                         let bytes = std::fs::read(&path).map_err(|e| Error::io(&name, e))?;
-                        Input::Memory {
-                            name,
-                            bytes: Arc::from(bytes),
-                        }
+                        (name, Arc::from(bytes))
                     }
-                    Origin::Path(path) => Input::Path(path),
-                    Origin::Bytes(bytes) => Input::Memory {
-                        name: "<HDF5 bytes>".into(),
-                        bytes,
-                    },
+                    Origin::Path(path) => {
+                        return Hdf5File::open(path, selection, cache_bytes, num_threads)
+                    }
+                    Origin::Bytes(bytes) => ("<HDF5 bytes>".to_string(), bytes),
                 };
-                Hdf5File::open(input, selection, cache_bytes, num_threads)
+                Hdf5File::open_memory(name, bytes, selection, cache_bytes, num_threads)
             })
             .py_err(py)?;
         let dtypes = file

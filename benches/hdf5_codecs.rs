@@ -1,0 +1,252 @@
+//! Per-decoder speed of the HDF5 plugin codecs: packread's decode step against the codec
+//! library called directly on the same chunk bytes (one thread, output buffer reused).
+//!
+//! - blosc (lz4hc level 9 rows of float64, as the seed writes them; zstd + byte shuffle and
+//!   blosclz + shuffle on 3x256x256 uint8 images): packread vs `blosc_decompress_ctx`;
+//! - zstd: packread vs `zstd::bulk::Decompressor::decompress_to_buffer`;
+//! - HDF5 LZ4 framing: packread vs `LZ4_decompress_safe` over the same blocks;
+//! - bitshuffle + LZ4: packread vs the LZ4 decoding alone of the same blocks (no Rust library
+//!   does bitshuffle: the LZ4 part is the floor).
+//!
+//! Run: `cargo bench --bench hdf5_codecs`.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use packread::codec::{BitshuffleInner, Faults, Pipeline, Step};
+use packread::ErrorKind;
+
+const FAULTS: Faults = Faults::both(ErrorKind::Hdf5);
+
+/// A deterministic generator (no dependency).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1);
+        self.0 >> 33
+    }
+}
+
+/// A smooth picture with noise, 3x256x256 uint8.
+fn image() -> Vec<u8> {
+    let mut rng = Lcg(7);
+    let mut out = Vec::with_capacity(3 * 256 * 256);
+    for c in 0..3 {
+        for y in 0..256 {
+            for x in 0..256 {
+                let base = 127.0 + 100.0 * ((x as f64) * 0.03).sin() * ((y as f64) * 0.02).cos();
+                let noise = (rng.next() % 13) as f64 - 6.0;
+                out.push((base + noise + 20.0 * c as f64).clamp(0.0, 255.0) as u8);
+            }
+        }
+    }
+    out
+}
+
+/// A quantized random walk holding each value 4 samples: 100k float64 (800 KB).
+fn signal() -> Vec<u8> {
+    let mut rng = Lcg(9);
+    let mut v = 0.0f64;
+    let mut out = Vec::with_capacity(800_000);
+    for i in 0..100_000 {
+        if i % 4 == 0 {
+            v += ((rng.next() % 7) as f64 - 3.0) / 100.0;
+        }
+        out.extend(v.to_le_bytes());
+    }
+    out
+}
+
+fn blosc_compress(data: &[u8], typesize: usize, shuffle: i32, codec: &str, level: i32) -> Vec<u8> {
+    let mut out = vec![0u8; data.len() + 64];
+    let name = std::ffi::CString::new(codec).unwrap();
+    // SAFETY: buffers sized as c-blosc requires.
+    let n = unsafe {
+        blosc_src::blosc_compress_ctx(
+            level,
+            shuffle,
+            typesize,
+            data.len(),
+            data.as_ptr().cast(),
+            out.as_mut_ptr().cast(),
+            out.len(),
+            name.as_ptr(),
+            0,
+            1,
+        )
+    };
+    assert!(n > 0);
+    out.truncate(n as usize);
+    out
+}
+
+fn lz4_block(data: &[u8]) -> Vec<u8> {
+    let mut out = vec![0u8; data.len() + data.len() / 255 + 64];
+    // SAFETY: output larger than LZ4_compressBound.
+    let n = unsafe {
+        lz4_sys::LZ4_compress_default(
+            data.as_ptr().cast(),
+            out.as_mut_ptr().cast(),
+            data.len() as i32,
+            out.len() as i32,
+        )
+    };
+    assert!(n > 0);
+    out.truncate(n as usize);
+    out
+}
+
+fn lz4_decode(src: &[u8], dst: &mut [u8]) {
+    // SAFETY: bounded by both lengths.
+    let n = unsafe {
+        lz4_sys::LZ4_decompress_safe(
+            src.as_ptr().cast(),
+            dst.as_mut_ptr().cast(),
+            src.len() as i32,
+            dst.len() as i32,
+        )
+    };
+    assert_eq!(n as usize, dst.len());
+}
+
+/// Bitshuffle of one block of 1-byte elements (bit k of element i -> row k, bit i).
+fn bitshuffle_u8(block: &[u8]) -> Vec<u8> {
+    let row = block.len() / 8;
+    let mut out = vec![0u8; block.len()];
+    for (i, &b) in block.iter().enumerate() {
+        for k in 0..8 {
+            out[k * row + i / 8] |= ((b >> k) & 1) << (i % 8);
+        }
+    }
+    out
+}
+
+fn bench_pair(
+    c: &mut Criterion,
+    name: &str,
+    stored: &[u8],
+    step: Step,
+    decoded: &[u8],
+    library: &mut dyn FnMut(&[u8], &mut [u8]),
+) {
+    let pipeline = Pipeline::new(vec![step]);
+    let mut out = vec![0u8; decoded.len()];
+    let mut tmp = Default::default();
+    pipeline.decode(stored, &mut out, &mut tmp, FAULTS).unwrap();
+    assert_eq!(out, decoded, "{name}: packread decodes what was written");
+    library(stored, &mut out);
+    assert_eq!(out, decoded, "{name}: the library decodes what was written");
+    let mut g = c.benchmark_group(format!("hdf5_codecs/{name}"));
+    g.throughput(Throughput::Bytes(decoded.len() as u64));
+    g.measurement_time(Duration::from_secs(3));
+    g.bench_function("packread", |b| {
+        b.iter(|| {
+            pipeline
+                .decode(black_box(stored), &mut out, &mut tmp, FAULTS)
+                .unwrap()
+        })
+    });
+    g.bench_function("library", |b| {
+        b.iter(|| library(black_box(stored), &mut out))
+    });
+    g.finish();
+}
+
+fn codecs(c: &mut Criterion) {
+    let img = image();
+    let row = signal();
+    let blosc = |s: &[u8], d: &mut [u8]| {
+        // SAFETY: valid buffer made above; output of its size.
+        let n = unsafe {
+            blosc_src::blosc_decompress_ctx(s.as_ptr().cast(), d.as_mut_ptr().cast(), d.len(), 1)
+        };
+        assert_eq!(n as usize, d.len());
+    };
+    for (name, data, typesize, shuffle, codec, level) in [
+        ("blosc_lz4hc9_noshuffle_f64_row", &row, 8, 0, "lz4hc", 9),
+        ("blosc_zstd5_shuffle_u8_image", &img, 1, 1, "zstd", 5),
+        ("blosc_blosclz5_shuffle_u8_image", &img, 1, 1, "blosclz", 5),
+    ] {
+        let stored = blosc_compress(data, typesize, shuffle, codec, level);
+        bench_pair(c, name, &stored, Step::Blosc, data, &mut { blosc });
+    }
+
+    let stored = zstd::bulk::compress(&img, 3).unwrap();
+    let mut d = zstd::bulk::Decompressor::new().unwrap();
+    bench_pair(
+        c,
+        "zstd3_u8_image",
+        &stored,
+        Step::Zstd,
+        &img,
+        &mut |s, o| {
+            assert_eq!(d.decompress_to_buffer(s, o).unwrap(), o.len());
+        },
+    );
+
+    // HDF5 LZ4 framing, one block (hdf5plugin's default block is larger than a chunk).
+    let block = lz4_block(&img);
+    let mut framed = (img.len() as u64).to_be_bytes().to_vec();
+    framed.extend((img.len() as u32).to_be_bytes());
+    framed.extend((block.len() as u32).to_be_bytes());
+    framed.extend(&block);
+    bench_pair(
+        c,
+        "lz4_hdf5_u8_image",
+        &framed,
+        Step::Lz4,
+        &img,
+        &mut |s, o| lz4_decode(&s[16..], o),
+    );
+
+    // Bitshuffle + LZ4 with the default block (8192 one-byte elements).
+    let mut stored = (img.len() as u64).to_be_bytes().to_vec();
+    stored.extend(8192u32.to_be_bytes());
+    let mut blocks = Vec::new();
+    for b in img.chunks(8192) {
+        let c = lz4_block(&bitshuffle_u8(b));
+        stored.extend((c.len() as u32).to_be_bytes());
+        let at = stored.len();
+        stored.extend(&c);
+        blocks.push((at, c.len(), b.len()));
+    }
+    let step = Step::Bitshuffle {
+        itemsize: 1,
+        block: 0,
+        inner: BitshuffleInner::Lz4,
+    };
+    // The floor: the same LZ4 blocks decoded, without the bit transpose.
+    let (pipeline, mut want) = (Pipeline::new(vec![step.clone()]), vec![0u8; img.len()]);
+    pipeline
+        .decode(&stored, &mut want, &mut Default::default(), FAULTS)
+        .unwrap();
+    assert_eq!(want, img);
+    let mut g = c.benchmark_group("hdf5_codecs/bitshuffle_lz4_u8_image");
+    g.throughput(Throughput::Bytes(img.len() as u64));
+    g.measurement_time(Duration::from_secs(3));
+    let mut out = vec![0u8; img.len()];
+    let mut tmp = Default::default();
+    g.bench_function("packread", |b| {
+        b.iter(|| {
+            pipeline
+                .decode(black_box(&stored), &mut out, &mut tmp, FAULTS)
+                .unwrap()
+        })
+    });
+    g.bench_function("lz4_alone", |b| {
+        b.iter(|| {
+            for &(at, len, n) in &blocks {
+                lz4_decode(&stored[at..at + len], &mut out[..n]);
+            }
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, codecs);
+criterion_main!(benches);
