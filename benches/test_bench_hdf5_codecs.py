@@ -72,8 +72,15 @@ def interleaved(
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def report(benchmark: Any, group: str, medians: dict[str, float], baseline: str,
-           nbytes: int, batch: int, packread_fn: Callable[[], Any]) -> None:
+def report(
+    benchmark: Any,
+    group: str,
+    medians: dict[str, float],
+    baseline: str,
+    nbytes: int,
+    batch: int,
+    packread_fn: Callable[[], Any],
+) -> None:
     lines = [f"\n[{group}] batch {batch}, {nbytes / batch / 1e3:.0f} KB per sample"]
     for k, t in medians.items():
         lines.append(
@@ -108,7 +115,8 @@ def _pytables_loop(node: Any, out: np.ndarray) -> Callable[[np.ndarray], Any]:
 
 
 def _check(got: np.ndarray, want: np.ndarray) -> None:
-    assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+    assert got.dtype == want.dtype
+    assert got.tobytes() == want.tobytes()
 
 
 # --------------------------------------------------------------------------------------------
@@ -139,12 +147,19 @@ def seed_files(codec_dir: Path) -> SeedFiles:
     a, b = codec_dir / "seed_h5py.h5", codec_dir / "seed_pytables.h5"
     with h5py.File(a, "w") as f:
         f.create_dataset(
-            "data", data=data, chunks=(1, ROW),
+            "data",
+            data=data,
+            chunks=(1, ROW),
             **hdf5plugin.Blosc(cname="lz4hc", clevel=9, shuffle=hdf5plugin.Blosc.NOSHUFFLE),
         )
     with tables.open_file(str(b), "w") as f:
-        f.create_carray("/", "data", obj=data, chunkshape=(1, ROW),
-                        filters=tables.Filters(9, "blosc:lz4hc", shuffle=False))
+        f.create_carray(
+            "/",
+            "data",
+            obj=data,
+            chunkshape=(1, ROW),
+            filters=tables.Filters(9, "blosc:lz4hc", shuffle=False),
+        )
     for p in (a, b):
         _warm(p)
     return SeedFiles(a, b, data)
@@ -184,11 +199,19 @@ def test_seed_blosc_lz4hc(benchmark: Any, seed_files: SeedFiles) -> None:
         {"c": codec_alone}, SEED_ROWS, batch
     )["c"]
     codec = med["blosc2.decompress loop, 1 thread (codec alone)"]
-    print(f"\n  compressed/raw = {ratio:.3f}; packread 1 thread at "
-          f"{codec / med['packread 1 thread']:.0%} of the codec alone")
-    report(benchmark, "hdf5-codec seed lz4hc9 rows", med, "h5py + hdf5plugin loop (baseline)",
-           batch * ROW * 8, batch,
-           lambda: reader.batch(np.random.default_rng().choice(SEED_ROWS, batch), out=out))
+    print(
+        f"\n  compressed/raw = {ratio:.3f}; packread 1 thread at "
+        f"{codec / med['packread 1 thread']:.0%} of the codec alone"
+    )
+    report(
+        benchmark,
+        "hdf5-codec seed lz4hc9 rows",
+        med,
+        "h5py + hdf5plugin loop (baseline)",
+        batch * ROW * 8,
+        batch,
+        lambda: reader.batch(np.random.default_rng().choice(SEED_ROWS, batch), out=out),
+    )
     h5.close()
     pt.close()
 
@@ -205,7 +228,7 @@ def _images(rng: np.random.Generator, n: int) -> np.ndarray:
     y, x = np.mgrid[0:256, 0:256]
     out = np.empty((n, *IMG), np.uint8)
     for i in range(n):
-        fx, fy, ph = rng.uniform(0.005, 0.05, 2).tolist() + [rng.uniform(0, 6.3)]
+        fx, fy, ph = [*rng.uniform(0.005, 0.05, 2).tolist(), rng.uniform(0, 6.3)]
         base = 127 + 100 * np.sin(fx * x + ph) * np.cos(fy * y)
         noise = rng.integers(-6, 7, size=IMG)
         out[i] = np.clip(base[None] + noise + np.arange(3)[:, None, None] * 20, 0, 255)
@@ -236,8 +259,9 @@ def image_files(codec_dir: Path, images: np.ndarray) -> dict[str, Path]:
         files[name] = p
     p = codec_dir / "img_pytables_blosc.h5"
     with tables.open_file(str(p), "w") as f:  # PyTables' default blosc: blosclz, shuffle
-        f.create_carray("/", "images", obj=images, chunkshape=(1, *IMG),
-                        filters=tables.Filters(5, "blosc"))
+        f.create_carray(
+            "/", "images", obj=images, chunkshape=(1, *IMG), filters=tables.Filters(5, "blosc")
+        )
     files["PyTables default blosc"] = p
     for p in files.values():
         _warm(p)
@@ -245,8 +269,9 @@ def image_files(codec_dir: Path, images: np.ndarray) -> dict[str, Path]:
 
 
 @pytest.mark.parametrize("codec", [*IMAGE_CODECS, "PyTables default blosc"])
-def test_images(benchmark: Any, image_files: dict[str, Path], images: np.ndarray,
-                codec: str) -> None:
+def test_images(
+    benchmark: Any, image_files: dict[str, Path], images: np.ndarray, codec: str
+) -> None:
     batch = 64
     path = image_files[codec]
     out = np.empty((batch, *IMG), np.uint8)
@@ -280,10 +305,18 @@ def test_images(benchmark: Any, image_files: dict[str, Path], images: np.ndarray
             {"c": codec_alone}, N_IMG, batch
         )["c"]
         codec_t = med["blosc2.decompress loop, 1 thread (codec alone)"]
-        print(f"\n  packread 1 thread at {codec_t / med['packread 1 thread']:.0%} of the codec alone")
-    report(benchmark, f"hdf5-codec images {codec}", med, "h5py + hdf5plugin loop (baseline)",
-           batch * images[0].nbytes, batch,
-           lambda: reader.batch(np.random.default_rng().choice(N_IMG, batch), out=out))
+        print(
+            f"\n  packread 1 thread at {codec_t / med['packread 1 thread']:.0%} of the codec alone"
+        )
+    report(
+        benchmark,
+        f"hdf5-codec images {codec}",
+        med,
+        "h5py + hdf5plugin loop (baseline)",
+        batch * images[0].nbytes,
+        batch,
+        lambda: reader.batch(np.random.default_rng().choice(N_IMG, batch), out=out),
+    )
     h5.close()
     if pt is not None:
         pt.close()
@@ -322,10 +355,17 @@ def test_vlarray(benchmark: Any, vlarray: tuple[Path, list[np.ndarray]]) -> None
         "packread list": lambda idx: reader.batch(idx),
         "packread flat (values, offsets)": lambda idx: flat.batch(idx),
     }
-    for g, i in zip(reader.batch([7, 0, N_VL - 1]), [7, 0, N_VL - 1]):
+    for g, i in zip(reader.batch([7, 0, N_VL - 1]), [7, 0, N_VL - 1], strict=False):
         _check(g, rows[i])
     med = interleaved(variants, N_VL, batch)
     nbytes = int(np.mean([r.nbytes for r in rows[:1000]])) * batch
-    report(benchmark, "hdf5-codec vlarray 1-4KB rows", med, "PyTables VLArray loop (baseline)",
-           nbytes, batch, lambda: reader.batch(np.random.default_rng().choice(N_VL, batch)))
+    report(
+        benchmark,
+        "hdf5-codec vlarray 1-4KB rows",
+        med,
+        "PyTables VLArray loop (baseline)",
+        nbytes,
+        batch,
+        lambda: reader.batch(np.random.default_rng().choice(N_VL, batch)),
+    )
     pt.close()

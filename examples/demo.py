@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import h5py
 import numpy as np
+import tables
 
 import packread
 
@@ -132,7 +133,29 @@ def hdf5_cases(root: str, rng: np.random.Generator) -> list[Case]:
             return out["images"], out["labels"]
 
         cases.append(Case(title, "h5py d[i] loop + np.stack", baseline, fast))
+    cases.append(pytables_blosc_case(root, images))
     return cases
+
+
+def pytables_blosc_case(root: str, images: np.ndarray) -> Case:
+    """A PyTables CArray with PyTables' default blosc (blosclz + shuffle): packread decodes it
+    natively, with no plugin installed."""
+    path = os.path.join(root, "pytables_blosc.h5")
+    with tables.open_file(path, "w") as f:
+        f.create_carray(
+            "/",
+            "images",
+            obj=images,
+            chunkshape=(1, *SAMPLE_SHAPE),
+            filters=tables.Filters(complevel=5, complib="blosc"),
+        )
+    reader = packread.HDF5Reader(path, "images")
+    node = tables.open_file(path, "r").root.images
+
+    def baseline(idx: np.ndarray) -> object:
+        return np.stack([node[i] for i in idx])
+
+    return Case("PyTables blosc", "PyTables node[i] loop", baseline, reader.batch)
 
 
 def same(a: object, b: object) -> bool:

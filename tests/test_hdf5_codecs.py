@@ -35,7 +35,7 @@ BLOSC_SHUFFLES = {
 
 H5PLUGIN_FILTERS = {
     **{
-        f"blosc-{c}-{s}": (lambda c=c, s=s: hdf5plugin.Blosc(cname=c, clevel=5, shuffle=m))
+        f"blosc-{c}-{s}": (lambda c=c, m=m: hdf5plugin.Blosc(cname=c, clevel=5, shuffle=m))
         for c in BLOSC_CODECS
         for s, m in BLOSC_SHUFFLES.items()
     },
@@ -81,7 +81,9 @@ def test_hdf5plugin_codecs_match_h5py(tmp_path, filt, chunks):
 
 
 @pytest.mark.parametrize("dtype", NUMERIC)
-@pytest.mark.parametrize("filt", ["blosc-zstd-shuffle", "blosc-lz4-bitshuffle", "bitshuffle-lz4", "zstd", "lz4"])
+@pytest.mark.parametrize(
+    "filt", ["blosc-zstd-shuffle", "blosc-lz4-bitshuffle", "bitshuffle-lz4", "zstd", "lz4"]
+)
 def test_hdf5plugin_codecs_every_numeric_dtype(tmp_path, filt, dtype):
     rng = np.random.default_rng(2)
     data = sample_data(rng, (23, 5, 7), dtype)
@@ -95,8 +97,9 @@ def test_hdf5plugin_with_h5py_shuffle_and_fletcher32(tmp_path):
     data = sample_data(rng, (20, 64), "<i8")
     path = tmp_path / "s.h5"
     with h5py.File(path, "w") as f:
-        f.create_dataset("x", data=data, chunks=(3, 64), shuffle=True, fletcher32=True,
-                         **hdf5plugin.Zstd())
+        f.create_dataset(
+            "x", data=data, chunks=(3, 64), shuffle=True, fletcher32=True, **hdf5plugin.Zstd()
+        )
     _check(path, "x")
 
 
@@ -151,7 +154,9 @@ def test_pytables_default_blosc_every_numeric_dtype(tmp_path, dtype):
     data = sample_data(rng, (19, 4, 3), dtype)
     path = tmp_path / "n.h5"
     with tables.open_file(str(path), "w") as f:
-        f.create_carray("/", "x", obj=data, filters=tables.Filters(5, "blosc"), chunkshape=(3, 4, 3))
+        f.create_carray(
+            "/", "x", obj=data, filters=tables.Filters(5, "blosc"), chunkshape=(3, 4, 3)
+        )
     r = packread.HDF5Reader(path, "x")
     with tables.open_file(str(path), "r") as f:
         want = f.root.x[:]  # PyTables reads its bools as bool (h5py: uint8)
@@ -169,12 +174,20 @@ def test_seed_layout_lz4hc9_one_row_per_chunk(tmp_path):
     rows = np.cumsum(rng.normal(size=(12, 20_000)), axis=1)
     a, b = tmp_path / "h.h5", tmp_path / "t.h5"
     with h5py.File(a, "w") as f:
-        f.create_dataset("data", data=rows, chunks=(1, 20_000),
-                         **hdf5plugin.Blosc(cname="lz4hc", clevel=9, shuffle=0))
+        f.create_dataset(
+            "data",
+            data=rows,
+            chunks=(1, 20_000),
+            **hdf5plugin.Blosc(cname="lz4hc", clevel=9, shuffle=0),
+        )
     with tables.open_file(str(b), "w") as f:
-        f.create_carray("/", "data", obj=rows,
-                        filters=tables.Filters(9, "blosc:lz4hc", shuffle=False),
-                        chunkshape=(1, 20_000))
+        f.create_carray(
+            "/",
+            "data",
+            obj=rows,
+            filters=tables.Filters(9, "blosc:lz4hc", shuffle=False),
+            chunkshape=(1, 20_000),
+        )
     for p in (a, b):
         r = _check(p, "data")
         assert_same(r.batch([3, 1, 3]), rows[[3, 1, 3]])
@@ -213,7 +226,9 @@ def _expect_hdf5_error(path, offset):
     with pytest.raises(packread.HDF5Error) as exc:
         r.batch(range(12))
     msg = str(exc.value)
-    assert str(path) in msg and "x" in msg and f"chunk at byte {offset}" in msg, msg
+    assert str(path) in msg, msg
+    assert ":/x" in msg, msg
+    assert f"chunk at byte {offset}" in msg, msg
     return msg
 
 

@@ -302,7 +302,10 @@ def test_pickle_round_trip_by_path(tmp_path, datasets):
         assert copy.keys() == reader.keys()
         assert len(copy) == len(reader)
         assert copy._options == {
-            "num_threads": 2, "cache_bytes": 12345, "in_memory": False, "ragged": "list"
+            "num_threads": 2,
+            "cache_bytes": 12345,
+            "in_memory": False,
+            "ragged": "list",
         }
         for k in reader.keys():
             assert copy[k].dtype == reader[k].dtype

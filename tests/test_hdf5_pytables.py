@@ -49,7 +49,11 @@ def test_array_carray_earray_table(tmp_path):
         f.create_array("/", "array", obj=sample_data(rng, (n, 3), "<i8"))
         f.create_carray("/", "carray", obj=sample_data(rng, (n, 4, 4), "<f4"), filters=BLOSC)
         e = f.create_earray(
-            "/", "earray", atom=tables.Float64Atom(), shape=(0, 7), filters=BLOSC,
+            "/",
+            "earray",
+            atom=tables.Float64Atom(),
+            shape=(0, 7),
+            filters=BLOSC,
             expectedrows=1000,
         )
         e.append(sample_data(rng, (n // 2, 7), "<f8"))
@@ -78,9 +82,14 @@ def test_earray_with_expectedrows_unaligned_chunks(tmp_path):
     path = tmp_path / "e.h5"
     data = sample_data(rng, (333, 5), "<i4")
     with tables.open_file(str(path), "w") as f:
-        e = f.create_earray("/", "x", atom=tables.Int32Atom(), shape=(0, 5),
-                            filters=tables.Filters(5, "blosc:zstd", shuffle=True),
-                            expectedrows=100_000)
+        e = f.create_earray(
+            "/",
+            "x",
+            atom=tables.Int32Atom(),
+            shape=(0, 5),
+            filters=tables.Filters(5, "blosc:zstd", shuffle=True),
+            expectedrows=100_000,
+        )
         for s in range(0, 333, 50):
             e.append(data[s : s + 50])
     r = packread.HDF5Reader(path, "x")
@@ -98,8 +107,8 @@ def _vlarray_file(path, *, filters=None):
     rows = [rng.normal(size=rng.integers(0, 300)).astype("<f4") for _ in range(120)]
     ints = [rng.integers(-5, 5, size=rng.integers(0, 20)).astype("<i8") for _ in range(120)]
     pairs = [rng.normal(size=(rng.integers(0, 9), 3)) for _ in range(120)]
-    words = [("w%d" % i * (i % 5)).encode() for i in range(120)]
-    text = ["ü%d€" % i * (i % 4) for i in range(120)]
+    words = [(f"w{i}" * (i % 5)).encode() for i in range(120)]
+    text = [f"ü{i}€" * (i % 4) for i in range(120)]
     with tables.open_file(str(path), "w") as f:
         kw = {} if filters is None else {"filters": filters}
         a = f.create_vlarray("/", "floats", tables.Float32Atom(), **kw)
@@ -107,7 +116,7 @@ def _vlarray_file(path, *, filters=None):
         c = f.create_vlarray("/", "pairs", tables.Float64Atom(shape=(3,)), **kw)
         d = f.create_vlarray("/", "words", tables.VLStringAtom(), **kw)
         e = f.create_vlarray("/", "text", tables.VLUnicodeAtom(), **kw)
-        for x, y, z, w, t in zip(rows, ints, pairs, words, text):
+        for x, y, z, w, t in zip(rows, ints, pairs, words, text, strict=False):
             a.append(x)
             b.append(y)
             c.append(z)
@@ -116,8 +125,9 @@ def _vlarray_file(path, *, filters=None):
     return {"floats": rows, "ints": ints, "pairs": pairs, "words": words, "text": text}
 
 
-@pytest.mark.parametrize("filters", [None, tables.Filters(5, "zlib"), BLOSC],
-                         ids=["plain", "zlib", "blosc"])
+@pytest.mark.parametrize(
+    "filters", [None, tables.Filters(5, "zlib"), BLOSC], ids=["plain", "zlib", "blosc"]
+)
 def test_vlarray_matches_pytables(tmp_path, filters):
     path = tmp_path / "vl.h5"
     written = _vlarray_file(path, filters=filters)
@@ -128,14 +138,15 @@ def test_vlarray_matches_pytables(tmp_path, filters):
     for name in written:
         want = _pytables_rows(path, "/" + name, [i % 120 for i in idx])
         assert len(got[name]) == len(idx)
-        for g, w in zip(got[name], want):
+        for g, w in zip(got[name], want, strict=False):
             if isinstance(w, np.ndarray):
                 assert_same(g, w)
             else:
-                assert type(g) is type(w) and g == w, (name, g, w)
+                assert type(g) is type(w), (name, g, w)
+                assert g == w, (name, g, w)
     # Every row, in order, one at a time and all at once.
     every = r["floats"].read(range(120))
-    for g, w in zip(every, written["floats"]):
+    for g, w in zip(every, written["floats"], strict=False):
         assert_same(g, w)
 
 
@@ -145,13 +156,16 @@ def test_vlarray_flat(tmp_path):
     r = packread.HDF5Reader(path, "pairs", ragged="flat")
     idx = [5, 0, 5, 119]
     values, offsets = r.batch(idx)
-    assert offsets.dtype == np.int64 and offsets.shape == (len(idx) + 1,)
-    assert offsets[0] == 0 and offsets[-1] == len(values)
+    assert offsets.dtype == np.int64
+    assert offsets.shape == (len(idx) + 1,)
+    assert offsets[0] == 0
+    assert offsets[-1] == len(values)
     assert values.shape[1:] == (3,)
     for k, i in enumerate(idx):
         assert_same(values[offsets[k] : offsets[k + 1]], written["pairs"][i].astype("<f8"))
     empty_values, empty_offsets = r.batch([])
-    assert len(empty_values) == 0 and empty_offsets.tolist() == [0]
+    assert len(empty_values) == 0
+    assert empty_offsets.tolist() == [0]
 
 
 @pytest.mark.parametrize("layout", ["contiguous", "chunked", "gzip", "zstd"])
@@ -159,7 +173,7 @@ def test_h5py_vlen_numeric_bytes_and_str(tmp_path, layout):
     rng = np.random.default_rng(13)
     n = 64
     nums = [rng.integers(-1000, 1000, size=rng.integers(0, 50)).astype("<i4") for _ in range(n)]
-    strs = ["sample %d %s" % (i, "é" * (i % 7)) for i in range(n)]
+    strs = [f"sample {i} {'é' * (i % 7)}" for i in range(n)]
     blobs = [bytes(rng.integers(1, 128, rng.integers(0, 30), dtype=np.uint8)) for _ in range(n)]
     kw = {
         "contiguous": {},
@@ -182,7 +196,7 @@ def test_h5py_vlen_numeric_bytes_and_str(tmp_path, layout):
     got = r.batch(idx)
     with h5py.File(path, "r") as f:
         for name in ("nums", "strs", "blobs"):
-            for g, i in zip(got[name], idx):
+            for g, i in zip(got[name], idx, strict=False):
                 w = f[name][i]
                 if isinstance(w, np.ndarray):
                     assert_same(g, w)
@@ -214,7 +228,7 @@ def test_ragged_side_columns_readme_pattern(tmp_path):
     offsets = np.concatenate([[0], np.cumsum(bounds[:, 1] - bounds[:, 0])])
     samples = np.split(values, offsets[1:-1])
     # --
-    for got, i in zip(samples, idx):
+    for got, i in zip(samples, idx, strict=False):
         assert_same(got, flat[starts[i] : stops[i]])
 
 
@@ -245,10 +259,8 @@ def test_in_memory_matches_on_disk(tmp_path, how):
     idx = [0, 119, 3, 3, -2]
     got, want = mem.batch(idx), disk.batch(idx)
     assert_same(got["img"], want["img"])
-    for g, w in zip(got["floats"], written["floats"]):
-        pass
     for k in written:
-        for g, w in zip(got[k], want[k]):
+        for g, w in zip(got[k], want[k], strict=False):
             if isinstance(w, np.ndarray):
                 assert_same(g, w)
             else:
@@ -272,7 +284,8 @@ def test_in_memory_bytes_that_are_not_hdf5(tmp_path):
 def _same_value(got, want):
     if isinstance(want, np.ndarray):
         if want.dtype == object:
-            assert got.dtype == object and got.tolist() == want.tolist()
+            assert got.dtype == object
+            assert got.tolist() == want.tolist()
         else:
             assert_same(got, want)
     else:

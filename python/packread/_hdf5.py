@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Sequence
 from typing import Any, Literal, Union
@@ -38,11 +39,11 @@ def _ragged(
     kind = ds.vlen["kind"] if ds.vlen else "array"
     if kind == "bytes":
         raw = values.tobytes()
-        return [raw[a:b] for a, b in zip(bounds, bounds[1:])]
+        return [raw[a:b] for a, b in itertools.pairwise(bounds)]
     if kind == "unicode":
         text = values.astype("<u4", copy=False)
-        return [text[a:b].tobytes().decode("utf-32-le") for a, b in zip(bounds, bounds[1:])]
-    return [values[a:b] for a, b in zip(bounds, bounds[1:])]
+        return [text[a:b].tobytes().decode("utf-32-le") for a, b in itertools.pairwise(bounds)]
+    return [values[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 def _attr_value(raw: tuple[Any, ...]) -> Any:
