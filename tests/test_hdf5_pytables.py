@@ -339,3 +339,50 @@ def test_attrs_h5py(tmp_path):
             assert got[k] is None
         else:
             _same_value(got[k], w)
+
+
+def test_in_memory_and_ragged_in_forked_child_and_threads(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from _helpers import in_child
+
+    path = tmp_path / "f.h5"
+    written = _vlarray_file(path)
+    rng = np.random.default_rng(16)
+    img = sample_data(rng, (120, 3, 8, 8), "|u1")
+    with tables.open_file(str(path), "a") as f:
+        f.create_carray("/", "img", obj=img, filters=BLOSC, chunkshape=(7, 3, 8, 8))
+    mem = packread.HDF5Reader(path.read_bytes(), ["img", "floats"], ragged="flat")
+    idx = [4, 119, 0, 4]
+    assert_same(mem.batch(idx)["img"], img[idx])
+    values = in_child(lambda: mem.batch(idx)["img"])  # used in the parent, then forked
+    assert_same(values, img[idx])
+    got = in_child(lambda: mem.batch(idx)["floats"][0])
+    assert_same(got, np.concatenate([written["floats"][i] for i in idx]))
+
+    def work(seed):
+        r = np.random.default_rng(seed).integers(0, 120, 50)
+        b = mem.batch(r)
+        assert_same(b["img"], img[r])
+        v, o = b["floats"]
+        for k, i in enumerate(r):
+            assert_same(v[o[k] : o[k + 1]], written["floats"][i])
+
+    with ThreadPoolExecutor(4) as ex:
+        list(ex.map(work, range(16)))
+
+
+def test_corrupt_global_heap_raises_hdf5error(tmp_path):
+    path = tmp_path / "g.h5"
+    _vlarray_file(path)
+    raw = bytearray(path.read_bytes())
+    at = raw.index(b"GCOL")
+    raw[at : at + 4] = b"XCOL"
+    path.write_bytes(bytes(raw))
+    r = packread.HDF5Reader(path, "floats")
+    with pytest.raises(packread.HDF5Error) as exc:
+        r.batch(range(120))
+    msg = str(exc.value)
+    assert str(path) in msg
+    assert "floats" in msg
+    assert "global heap" in msg

@@ -200,6 +200,9 @@ pub struct Hdf5File {
     samples: usize,
     skipped: Vec<(String, String)>,
     cache: ChunkCache,
+    /// Where the objects of the global heap collections read so far are (variable-length
+    /// data), so later batches read only the objects they need.
+    heaps: vlen::HeapIndex,
     threads: Option<usize>,
 }
 
@@ -394,6 +397,7 @@ impl Hdf5File {
             samples,
             skipped,
             cache: ChunkCache::new(cache_bytes),
+            heaps: vlen::HeapIndex::default(),
             threads,
         })
     }

@@ -1,31 +1,29 @@
 //! Variable-length data (PyTables `VLArray`, h5py `vlen_dtype` and variable-length strings),
 //! read without libhdf5: a dataset's elements are heap IDs (sequence length, address of a
 //! global heap collection, object index), decoded like any other chunked or contiguous data;
-//! the sequences themselves are objects of those collections, read with `pread` (in
-//! parallel, and kept in the chunk cache) and copied into one flat output.
+//! the sequences themselves are objects of those collections. A collection is read whole the
+//! first time a batch needs it, to learn where its objects are (kept in a small index); after
+//! that, each sequence is read with one `pread` straight into the flat output, in parallel.
 //!
 //! Global heap collection (HDF5 file format, "Global Heap"): `GCOL`, version 1, 3 reserved
 //! bytes, the collection size (a length); then objects, each a u16 index (0: the free space,
 //! which ends the list), u16 reference count, 4 reserved bytes, the object size (a length),
 //! and the data padded to a multiple of 8 bytes.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
 
 use super::meta::Vlen;
 use super::{h5err, Hdf5File};
 use crate::error::Result;
-use crate::exec::{scatter, Piece};
 use crate::plan::resolve_indices;
 use crate::pool;
 use crate::source::Source;
 
 /// The largest global heap collection read (libhdf5 makes them 4 KiB, or one object's size).
 const MAX_COLLECTION: u64 = 1 << 31;
-/// Cache keys of collections: outside every dataset's key space.
-const COLLECTION_KEY: u32 = u32::MAX;
 
 /// A batch of sequences, located: phase one of a ragged read.
 pub struct RaggedPlan {
@@ -33,8 +31,35 @@ pub struct RaggedPlan {
     pub offsets: Vec<u64>,
     /// Bytes of one element.
     pub elem_bytes: usize,
-    /// Collections the batch reads, and the pieces copied out of each.
-    collections: Vec<(Arc<[u8]>, Vec<Piece>)>,
+    /// Per sample with data: (file offset of its heap object, bytes), in output order.
+    reads: Vec<(u64, usize)>,
+}
+
+/// Object index -> (offset in the collection, size), per collection address.
+type ObjectTable = HashMap<u64, (u64, u64)>;
+
+/// The object tables of the collections read so far. Bounded: past the limit it starts over.
+#[derive(Default)]
+pub struct HeapIndex {
+    tables: Mutex<HashMap<u64, Arc<ObjectTable>>>,
+}
+
+/// Collections whose tables are kept (each table is a few hundred bytes).
+const MAX_TABLES: usize = 1 << 16;
+
+impl HeapIndex {
+    fn get(&self, addr: u64) -> Option<Arc<ObjectTable>> {
+        self.tables.try_lock().ok()?.get(&addr).cloned()
+    }
+
+    fn insert(&self, addr: u64, table: Arc<ObjectTable>) {
+        if let Ok(mut t) = self.tables.try_lock() {
+            if t.len() >= MAX_TABLES {
+                t.clear();
+            }
+            t.insert(addr, table);
+        }
+    }
 }
 
 impl RaggedPlan {
@@ -59,8 +84,9 @@ fn le(bytes: &[u8]) -> u64 {
         .fold(0u64, |acc, &b| (acc << 8) | u64::from(b))
 }
 
-/// `(start, size)` of object `index` in a collection's bytes, walking its object list.
-fn find_object(coll: &[u8], index: u64, ss: usize) -> std::result::Result<(usize, usize), String> {
+/// Every object of a collection's bytes: index -> (start, size), walking its object list.
+fn object_table(coll: &[u8], ss: usize) -> std::result::Result<ObjectTable, String> {
+    let mut table = ObjectTable::new();
     let mut pos = 8 + ss;
     while pos + 8 + ss <= coll.len() {
         let i = le(&coll[pos..pos + 2]);
@@ -75,19 +101,18 @@ fn find_object(coll: &[u8], index: u64, ss: usize) -> std::result::Result<(usize
             .ok_or_else(|| {
                 format!("global heap object {i} of {size} bytes runs past its collection")
             })? as usize;
-        if i == index {
-            return Ok((start, end - start));
-        }
+        table.insert(i, (start as u64, size));
         pos = start + (end - start).div_ceil(8) * 8;
     }
-    Err(format!("global heap collection has no object {index}"))
+    Ok(table)
 }
 
 impl Hdf5File {
-    /// Reads the collection at `addr` (or takes it from the cache).
-    fn collection(&self, addr: u64, v: &Vlen) -> Result<Arc<[u8]>> {
-        if let Some(c) = self.cache.get((COLLECTION_KEY, addr)) {
-            return Ok(c);
+    /// The object table of the collection at `addr`: from the index, or by reading the
+    /// collection once.
+    fn collection(&self, addr: u64, v: &Vlen) -> Result<Arc<ObjectTable>> {
+        if let Some(t) = self.heaps.get(addr) {
+            return Ok(t);
         }
         let at = || format!("{} (global heap at byte {addr})", self.location);
         let ss = v.sizeof_size;
@@ -115,9 +140,9 @@ impl Hdf5File {
         }
         let mut bytes = vec![0u8; size as usize];
         self.source.read_at(0, addr, &mut bytes)?;
-        let bytes: Arc<[u8]> = Arc::from(bytes);
-        self.cache.insert((COLLECTION_KEY, addr), bytes.clone());
-        Ok(bytes)
+        let table = Arc::new(object_table(&bytes, ss).map_err(|m| h5err(&at(), m))?);
+        self.heaps.insert(addr, table.clone());
+        Ok(table)
     }
 
     /// Phase one of a ragged read of dataset `w`: the heap IDs of samples `idx` (decoded like
@@ -153,7 +178,7 @@ impl Hdf5File {
         for (&a, &i) in &where_ {
             addrs[i] = a;
         }
-        let colls: Vec<Arc<[u8]>> = pool::install_with(self.threads, || {
+        let tables: Vec<Arc<ObjectTable>> = pool::install_with(self.threads, || {
             addrs
                 .par_iter()
                 .map(|&a| self.collection(a, v))
@@ -163,35 +188,29 @@ impl Hdf5File {
             let loc = e.location().replacen(&self.location, &at, 1);
             e.at(loc)
         })?;
-        let mut collections: Vec<(Arc<[u8]>, Vec<Piece>)> =
-            colls.into_iter().map(|c| (c, Vec::new())).collect();
+        let mut reads = Vec::with_capacity(heap_ids.len());
         let mut offsets = Vec::with_capacity(heap_ids.len() + 1);
         offsets.push(0u64);
         let mut total = 0u64;
         for (k, h) in heap_ids.iter().enumerate() {
             if h.len > 0 {
-                let (bytes, pieces) = &mut collections[where_[&h.addr]];
                 let bad = |m: String| {
                     h5err(
                         &format!("{at} (sample {}, global heap at byte {})", rows[k], h.addr),
                         m,
                     )
                 };
-                let (start, size) = find_object(bytes, h.index, v.sizeof_size).map_err(bad)?;
-                let want = h.len.checked_mul(elem_bytes as u64);
-                if want != Some(size as u64) {
+                let &(start, size) = tables[where_[&h.addr]]
+                    .get(&h.index)
+                    .ok_or_else(|| bad(format!("the collection has no object {}", h.index)))?;
+                if h.len.checked_mul(elem_bytes as u64) != Some(size) {
                     return Err(bad(format!(
                         "sequence of {} elements of {elem_bytes} bytes, but its heap object holds {size} bytes",
                         h.len
                     )));
                 }
-                let dst = usize::try_from(total * elem_bytes as u64)
-                    .map_err(|_| bad("batch too large".into()))?;
-                pieces.push(Piece {
-                    src: start,
-                    dst,
-                    len: size,
-                });
+                let size = usize::try_from(size).map_err(|_| bad("batch too large".into()))?;
+                reads.push((h.addr + start, size));
             }
             total = total
                 .checked_add(h.len)
@@ -201,19 +220,27 @@ impl Hdf5File {
         Ok(RaggedPlan {
             offsets,
             elem_bytes,
-            collections,
+            reads,
         })
     }
 
-    /// Phase two: copies the planned sequences into `out` (`plan.total()` elements).
+    /// Phase two: reads the planned sequences into `out` (`plan.total()` elements), one
+    /// `pread` each, in parallel.
     pub fn fill_ragged(&self, plan: &RaggedPlan, out: &mut [u8]) -> Result<()> {
         crate::plan::check_out_len(out.len(), plan.total() as usize, plan.elem_bytes)?;
-        let from: Vec<(&[u8], &[Piece])> = plan
-            .collections
-            .iter()
-            .map(|(b, p)| (&b[..], p.as_slice()))
-            .collect();
-        pool::install_with(self.threads, || scatter(&from, out))
+        // The sequences lie one after another in `out`: cut it into their disjoint slices.
+        let mut parts: Vec<(u64, &mut [u8])> = Vec::with_capacity(plan.reads.len());
+        let mut rest = out;
+        for &(offset, len) in &plan.reads {
+            let (head, tail) = rest.split_at_mut(len);
+            parts.push((offset, head));
+            rest = tail;
+        }
+        pool::install_with(self.threads, || {
+            parts
+                .par_iter_mut()
+                .try_for_each(|(offset, dst)| self.source.read_at(0, *offset, dst))
+        })
     }
 }
 
@@ -241,13 +268,14 @@ mod tests {
     #[test]
     fn objects_are_found_and_bounded() {
         let c = collection(&[(1, b"abc"), (2, b"0123456789"), (7, b"")]);
-        assert_eq!(find_object(&c, 1, 8).unwrap(), (32, 3));
-        let (s, n) = find_object(&c, 2, 8).unwrap();
-        assert_eq!(&c[s..s + n], b"0123456789");
-        assert_eq!(find_object(&c, 7, 8).unwrap().1, 0);
-        assert!(find_object(&c, 3, 8).is_err());
+        let t = object_table(&c, 8).unwrap();
+        assert_eq!(t[&1], (32, 3));
+        let (s, n) = t[&2];
+        assert_eq!(&c[s as usize..(s + n) as usize], b"0123456789");
+        assert_eq!(t[&7].1, 0);
+        assert!(!t.contains_key(&3));
         let mut bad = c.clone();
         bad[24..32].copy_from_slice(&u64::MAX.to_le_bytes()); // object 1's size
-        assert!(find_object(&bad, 2, 8).is_err());
+        assert!(object_table(&bad, 8).is_err());
     }
 }
