@@ -456,23 +456,27 @@ def test_memory_and_descriptors_flat_over_30_epochs(tmp_path):
             "x", data=rng.integers(0, 255, (n, 64, 1024), dtype="u1"), chunks=(1, 64, 1024)
         )
     ds = PackDataset(path, 32, datasets="x", prefetch=2)
+    others = set(_children())  # e.g. a forkserver left by another test
     loader = DataLoader(ds, batch_size=None, num_workers=2, persistent_workers=True)
-    samples = {}
-    for epoch in range(30):
-        count = sum(len(b) for b in loader)
-        assert count == n
+    seen: dict[int, list[tuple[int, int]]] = {}  # pid -> (rss, fds) after each epoch
+    for _ in range(30):
+        assert sum(len(b) for b in loader) == n
         gc.collect()
-        if epoch in (4, 29):
-            workers = _children()
-            samples[epoch] = [_rss_and_fds(os.getpid())] + [_rss_and_fds(p) for p in workers]
-    (main5, *work5), (main30, *work30) = samples[4], samples[29]
+        for pid in [os.getpid(), *(set(_children()) - others)]:
+            seen.setdefault(pid, []).append(_rss_and_fds(pid))
     batch_bytes = 32 * 64 * 1024
-    assert main30[1] == main5[1], "main process file descriptors grew"
-    assert main30[0] - main5[0] < 16 * batch_bytes, "main process memory grew"
-    assert len(work5) == len(work30) >= 2
-    for (rss5, fds5), (rss30, fds30) in zip(sorted(work5), sorted(work30), strict=True):
-        assert fds30 == fds5, "worker file descriptors grew"
-        assert rss30 - rss5 < 16 * batch_bytes, "worker memory grew"
+    workers = [pid for pid in seen if pid != os.getpid()]
+    assert len(workers) == 2
+    assert all(len(seen[p]) == 30 for p in workers)  # the same (persistent) workers throughout
+    for pid, series in seen.items():
+        # Batches in flight come and go (each shared-memory batch holds a descriptor for a
+        # while); what must not happen is growth: the last 15 epochs stay within the first's.
+        early, late = series[3:15], series[15:]
+        who = "main process" if pid == os.getpid() else "worker"
+        assert max(f for _, f in late) <= max(f for _, f in early) + 2, f"{who} fds grew"
+        assert max(r for r, _ in late) - max(r for r, _ in early) < 8 * batch_bytes, (
+            f"{who} memory grew"
+        )
 
 
 @pytest.mark.parametrize("workers", [0, 2])
