@@ -290,8 +290,10 @@ class Epoch:
     main_cpu: float
     #: CPU seconds of the thread that iterated (the training loop's own thread).
     loop_cpu: float
-    #: Seconds the loop spent waiting in ``next()`` (with a simulated step).
+    #: Seconds the loop spent waiting in ``next()`` (with a simulated step)...
     waiting: float
+    #: ... of which for the first batch (nothing can be read ahead of an epoch's start).
+    first_wait: float
 
     @property
     def rate(self) -> float:
@@ -307,12 +309,17 @@ def _batch_size(batch: Any) -> int:
 
 
 def run_epoch(
-    loader: DataLoader, step: float = 0.0, progress: Callable[[int], None] | None = None
+    loader: DataLoader,
+    step: float = 0.0,
+    progress: Callable[[int], None] | None = None,
+    on_batch: Callable[[Any], None] | None = None,
 ) -> Epoch:
     """One pass over ``loader``; with ``step``, the loop sleeps that long per batch (a GPU's
-    time: no CPU used) and the time spent waiting for batches is measured."""
+    time: no CPU used) and the time spent waiting for batches is measured. ``on_batch`` sees
+    every batch (to check what arrived)."""
     samples = 0
     waiting = 0.0
+    first_wait = None
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     thread0 = time.thread_time()
     start = time.perf_counter()
@@ -323,8 +330,13 @@ def run_epoch(
             batch = next(it)
         except StopIteration:
             break
-        waiting += time.perf_counter() - t0
+        waited = time.perf_counter() - t0
+        waiting += waited
+        if first_wait is None:
+            first_wait = waited
         samples += _batch_size(batch)
+        if on_batch is not None:
+            on_batch(batch)
         if progress is not None:
             progress(samples)
         if step:
@@ -332,7 +344,8 @@ def run_epoch(
     seconds = time.perf_counter() - start
     cpu1 = resource.getrusage(resource.RUSAGE_SELF)
     main_cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
-    return Epoch(samples, seconds, main_cpu, time.thread_time() - thread0, waiting)
+    loop_cpu = time.thread_time() - thread0
+    return Epoch(samples, seconds, main_cpu, loop_cpu, waiting, first_wait or 0.0)
 
 
 def one_batch_seconds(w: Workload, repeats: int = 20) -> float:
