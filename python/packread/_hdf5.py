@@ -275,6 +275,11 @@ class HDF5Reader:
         return max(rows, 1)
 
     @property
+    def cache_bytes(self) -> int:
+        """The budget for decoded chunks kept between batches."""
+        return self._options["cache_bytes"]
+
+    @property
     def skipped(self) -> dict[str, str]:
         """Datasets left out of ``datasets=None``, with the reason."""
         return {k.lstrip("/"): v for k, v in self._inner.skipped().items()}

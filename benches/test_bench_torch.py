@@ -1,0 +1,200 @@
+"""DataLoader epochs: PackDataset against the seed users' own Dataset classes.
+
+For each format of ``benches/workloads.py`` (1,500 samples of 3x256x256 uint8, ~295 MB raw per
+format, warm page cache), one call is one whole shuffled epoch, batch 64:
+
+- baseline: the seed's Dataset class under ``DataLoader(batch_size=64, shuffle=True,
+  num_workers=2, persistent_workers=True)``;
+- packread: ``DataLoader(PackDataset(...), batch_size=None)`` with ``num_workers=0`` (packread's
+  threads in the main process) and with 2 persistent workers; for the LZF file (8 samples per
+  chunk) also ``shuffle_mode="chunk"``.
+
+Every epoch is checked: the multiset of samples it delivered (an 8-byte fingerprint of each
+image) equals the data set's, so an epoch that drops, repeats or garbles a sample fails the run.
+Besides epoch times, ``extra_info["epochs"]`` records per variant the main process's CPU seconds
+(all its threads, packread's pool included) and the iterating thread's own.
+
+The overlap group simulates a training step with ``time.sleep(step)`` (a GPU's time: no CPU)
+for step = 1x and 2x packread's time to read one batch, and records the share of the epoch the
+loop spent waiting in ``next()``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from conftest import Variant, compare, torch_threads
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from workloads import (
+    BATCH,
+    FORMATS,
+    Epoch,
+    Workload,
+    one_batch_seconds,
+    pack_loader,
+    run_epoch,
+    seed_loader,
+    warm,
+    write_workloads,
+)
+
+N_SAMPLES = 1500
+
+
+@pytest.fixture(scope="session")
+def workloads() -> dict[str, Workload]:
+    # Kept between runs in .bench/ (writing them takes a minute); LAYOUT_VERSION renews them.
+    root = Path(__file__).resolve().parent.parent / ".bench" / "data"
+    found = write_workloads(str(root), N_SAMPLES)
+    for w in found.values():
+        warm(w.path)
+    return found
+
+
+def _images(batch: Any) -> torch.Tensor:
+    """The images of a batch, whichever loader made it."""
+    if isinstance(batch, (list, tuple)):  # seed classes: (images, labels)
+        batch = batch[0]
+    if isinstance(batch, dict):
+        batch = batch["images"] if "images" in batch else batch["image"]
+    return batch
+
+
+def fingerprints(images: np.ndarray | torch.Tensor) -> np.ndarray:
+    """8 bytes of each image (the start of its first row: random, so practically unique)."""
+    arr = images.numpy() if isinstance(images, torch.Tensor) else images
+    return np.ascontiguousarray(arr[:, 0, 0, :8]).view("<u8").ravel()
+
+
+def _expected(w: Workload) -> np.ndarray:
+    reader = w.pack(shuffle=False).reader
+    parts = []
+    for lo in range(0, w.n, 256):
+        got = reader.batch(range(lo, min(lo + 256, w.n)))
+        parts.append(fingerprints(got["images"] if isinstance(got, dict) else got))
+    return np.sort(np.concatenate(parts))
+
+
+class EpochRun:
+    """``load(None)`` runs one epoch of ``loader`` and returns its fingerprints; the Epoch
+    figures of every call are kept."""
+
+    def __init__(self, make_loader: Callable[[], Any], step: float = 0.0) -> None:
+        self.loader = make_loader()
+        self.step = step
+        self.epochs: list[Epoch] = []
+
+    def __call__(self, _: Any) -> np.ndarray:
+        seen: list[np.ndarray] = []
+
+        def keep(batch: Any) -> None:
+            seen.append(fingerprints(_images(batch)))
+
+        self.epochs.append(run_epoch(self.loader, step=self.step, on_batch=keep))
+        return np.sort(np.concatenate(seen))
+
+
+def _epoch_check(expected: np.ndarray) -> Callable[[Any, Any], None]:
+    def check(_: Any, got: np.ndarray) -> None:
+        assert got.shape == expected.shape, f"{got.size} samples, expected {expected.size}"
+        assert np.array_equal(got, expected), "the epoch's samples differ from the data set's"
+
+    return check
+
+
+def _stats(runs: dict[str, EpochRun]) -> dict[str, dict[str, float]]:
+    out = {}
+    for label, run in runs.items():
+        timed = run.epochs[-max(1, len(run.epochs) - 2) :]  # leave out the warm-up epochs
+        out[label] = {
+            "samples_per_s": float(np.median([e.rate for e in timed])),
+            "main_cpu_s": float(np.median([e.main_cpu for e in timed])),
+            "loop_cpu_s": float(np.median([e.loop_cpu for e in timed])),
+            "waiting_share": float(np.median([e.waiting / e.seconds for e in timed])),
+            "waiting_share_after_first": float(
+                np.median([(e.waiting - e.first_wait) / e.seconds for e in timed])
+            ),
+        }
+    return out
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_epoch(benchmark: Any, workloads: dict[str, Workload], fmt: str) -> None:
+    w = workloads[fmt]
+    runs: dict[str, EpochRun] = {
+        "seed Dataset, 2 workers": EpochRun(lambda: seed_loader(w, 2)),
+        "PackDataset, num_workers=0": EpochRun(lambda: pack_loader(w, 0)),
+        "PackDataset, 2 workers": EpochRun(lambda: pack_loader(w, 2)),
+    }
+    if fmt == "hdf5-lzf":
+        runs["PackDataset, chunk shuffle, num_workers=0"] = EpochRun(
+            lambda: pack_loader(w, 0, shuffle_mode="chunk")
+        )
+    # The seed's h5py reads of the LZF file decode a whole 8-sample chunk per sample (h5py's
+    # 1 MiB chunk cache holds none of them): ~20 s an epoch, so fewer rounds of it.
+    slow = 3 if fmt == "hdf5-lzf" else None
+    variants = [
+        Variant(
+            "baseline" if label.startswith("seed") else "packread",
+            label,
+            run,
+            max_rounds=slow if label.startswith("seed") else None,
+        )
+        for label, run in runs.items()
+    ]
+    with torch_threads(1):
+        compare(
+            benchmark,
+            group=f"epoch-{fmt}",
+            variants=variants,
+            batches=itertools.repeat(None),
+            check=_epoch_check(_expected(w)),
+            samples=w.n,
+            nbytes=w.n * int(np.prod((3, 256, 256))),
+            case=f"{w.n} samples, batch {BATCH}, {w.nbytes / 1e6:.0f} MB on disk",
+            min_rounds=3,
+            max_time=30.0,
+            warmup_rounds=1,
+        )
+    benchmark.extra_info["epochs"] = _stats(runs)
+
+
+@pytest.mark.parametrize("fmt", ["hdf5-gzip", "npz-folder"])
+@pytest.mark.parametrize("factor", [1, 2])
+def test_overlap(benchmark: Any, workloads: dict[str, Workload], fmt: str, factor: int) -> None:
+    w = workloads[fmt]
+    step = factor * one_batch_seconds(w)
+    runs = {
+        "seed Dataset, 2 workers": EpochRun(lambda: seed_loader(w, 2), step=step),
+        "PackDataset, num_workers=0": EpochRun(lambda: pack_loader(w, 0), step=step),
+    }
+    variants = [
+        Variant("baseline" if label.startswith("seed") else "packread", label, run)
+        for label, run in runs.items()
+    ]
+    with torch_threads(1):
+        compare(
+            benchmark,
+            group=f"overlap-{fmt}-step{factor}x",
+            variants=variants,
+            batches=itertools.repeat(None),
+            check=_epoch_check(_expected(w)),
+            samples=w.n,
+            nbytes=w.n * int(np.prod((3, 256, 256))),
+            case=f"step = {factor} x {step * 1e3:.1f} ms (packread's time for one batch)",
+            min_rounds=3,
+            max_time=20.0,
+            warmup_rounds=1,
+        )
+    benchmark.extra_info["epochs"] = _stats(runs)
+    benchmark.extra_info["step_s"] = step

@@ -1,0 +1,64 @@
+"""Data and process entry points for the torch tests, in a module of their own so that spawned
+processes (DataLoader workers, the ranks of a gloo group) can import them."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import h5py
+import numpy as np
+
+
+def write_ids(path: str, n: int, chunk: int = 1) -> str:
+    """An HDF5 file whose dataset ``id`` holds ``0..n`` (so a batch says which samples it
+    holds), next to ``x``, a sample of data per id; chunks of ``chunk`` samples."""
+    with h5py.File(path, "w") as f:
+        f.create_dataset("id", data=np.arange(n, dtype="<i8"), chunks=(chunk,))
+        x = (np.arange(n * 6, dtype="<f4") * 0.5).reshape(n, 2, 3)
+        f.create_dataset("x", data=x, chunks=(chunk, 2, 3), compression="gzip")
+    return path
+
+
+def times_two(batch):
+    """A transform (module level, so that spawned workers can unpickle it)."""
+    if isinstance(batch, dict):
+        return {k: v * 2 for k, v in batch.items()}
+    return batch * 2
+
+
+def rank_main(rank: int, world: int, port: int, path: str, out_dir: str, options: dict) -> None:
+    """One rank of a 2-process gloo group: reads ``options["epochs"]`` epochs of ``path``
+    through ``DataLoader(PackDataset(...), num_workers=2)`` and writes the ids it saw."""
+    import torch.distributed as dist
+    from torch.utils.data import DataLoader
+
+    from packread.torch import PackDataset
+
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        ds = PackDataset(
+            path,
+            options["batch_size"],
+            datasets="id",
+            seed=options["seed"],
+            drop_last=options["drop_last"],
+        )
+        loader = DataLoader(ds, batch_size=None, num_workers=2)
+        epochs = []
+        for _ in range(options["epochs"]):
+            batches = [b.tolist() for b in loader]
+            # Every rank must have the same number of batches, or the other would wait here.
+            counts = [None] * world
+            dist.all_gather_object(counts, len(batches))
+            epochs.append({"batches": batches, "all_counts": counts})
+        result = {"len": len(ds), "rank": rank, "epochs": epochs}
+        with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
+            json.dump(result, f)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+        sys.stdout.flush()
