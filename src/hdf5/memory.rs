@@ -30,6 +30,10 @@ impl MemoryFile {
     pub fn len(&self) -> u64 {
         self.bytes.len() as u64
     }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
 }
 
 impl Source for MemoryFile {
