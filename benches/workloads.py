@@ -38,7 +38,7 @@ LZF_ROWS = 8
 #: Bumped whenever the files written change, so that a cache of old files is not used.
 LAYOUT_VERSION = 1
 
-FORMATS = ["hdf5-gzip", "hdf5-lzf", "hdf5-pytables-blosc", "zip-raw", "npy-folder", "npz-folder"]
+FORMATS = ["hdf5-gzip", "hdf5-lzf", "hdf5-blosc", "zip-raw", "npy-folder", "npz-folder"]
 
 
 def smooth_images(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -97,7 +97,7 @@ def write_workloads(
 _NAMES = {
     "hdf5-gzip": "gzip.h5",
     "hdf5-lzf": "lzf.h5",
-    "hdf5-pytables-blosc": "pytables_blosc.h5",
+    "hdf5-blosc": "pytables_blosc.h5",
     "zip-raw": "images.zip",
     "npy-folder": "npy",
     "npz-folder": "npz",
@@ -159,7 +159,7 @@ _WRITERS: dict[str, Callable[[str, np.ndarray, np.ndarray], None]] = {
     "hdf5-lzf": lambda p, x, y: _write_h5(
         p, x, y, chunks=(LZF_ROWS, *IMAGE_SHAPE), compression="lzf"
     ),
-    "hdf5-pytables-blosc": _write_pytables_blosc,
+    "hdf5-blosc": _write_pytables_blosc,
     "zip-raw": _write_zip,
     "npy-folder": _write_npy,
     "npz-folder": _write_npz,
