@@ -41,6 +41,7 @@ import time
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -195,6 +196,29 @@ def gather_limits(arrays: np.ndarray | Mapping[str, np.ndarray], k: int = BATCH)
         Variant("limit", "numpy gather from RAM: np.take(a, idx, out=buf), 1 thread", one_thread),
         Variant("limit", "numpy gather from RAM: np.take(a, idx, out=buf), 2 threads", two_threads),
     ]
+
+
+#: The note for comparisons run under ``torch_threads(1)``.
+TORCH_NOTE = "torch.set_num_threads(1) during the comparison (as in a DataLoader worker)"
+
+
+@contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """Runs the block with ``torch.set_num_threads(n)``, then restores torch's setting.
+
+    The seed users' Dataset classes run in DataLoader workers, where torch sets one thread.
+    With torch's default (one OpenMP thread per core), the threads spin-wait after every
+    ``torch.stack`` and take a core from whichever variant ``compare`` runs next: on this
+    2-core VM that slowed packread 2x and the seed Dataset itself up to 20x.
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _minor_faults() -> int:

@@ -25,12 +25,14 @@ from conftest import (
     BATCH,
     SEED,
     SMALL_CALLS,
+    TORCH_NOTE,
     Variant,
     compare,
     expect_arrays,
     expect_rows,
     fresh_batches,
     gather_limits,
+    torch_threads,
 )
 from torch.utils.data import Dataset
 
@@ -73,15 +75,17 @@ def test_folder(benchmark: Any, npy_folder: NpyFolder) -> None:
         Variant("packread", "NpyReader.batch(idx)", reader.batch),
         Variant("packread", "NpyReader.batch(idx, out=buf)", lambda i: reader.batch(i, out=out)),
     ]
-    compare(
-        benchmark,
-        group=f"npy-folder-{npy_folder.name}",
-        variants=variants,
-        batches=fresh_batches(len(paths), BATCH, SEED + 100),
-        check=expect_rows(npy_folder.data),
-        samples=BATCH,
-        nbytes=BATCH * npy_folder.sample_bytes,
-    )
+    with torch_threads(1):  # as in the DataLoader workers the seed Dataset runs in
+        compare(
+            benchmark,
+            group=f"npy-folder-{npy_folder.name}",
+            variants=variants,
+            batches=fresh_batches(len(paths), BATCH, SEED + 100),
+            check=expect_rows(npy_folder.data),
+            samples=BATCH,
+            nbytes=BATCH * npy_folder.sample_bytes,
+            note=TORCH_NOTE,
+        )
 
 
 def test_bytes(benchmark: Any, npy_blob: NpyBlob) -> None:
