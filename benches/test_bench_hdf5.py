@@ -8,11 +8,13 @@ random batch every call, every result checked; see conftest's docstring). Groups
   gzip level 4 + shuffle, or with LZF (the labels with the same filter, h5py's automatic chunks).
   A call reads a batch of 64 random indices, images and labels. Baseline: the h5py loop
   ``np.stack([d[i] for i in idx])`` per dataset; variant: ``read_direct`` per index into
-  preallocated arrays. ``hdf5-raw`` only: variant h5py fancy indexing ``d[np.sort(idx)]`` (very
-  slow, so three timed rounds); anchor: two threads of plain ``os.preadv`` of the same chunk
-  bytes (offsets from ``get_chunk_info_by_coord`` at setup) into preallocated arrays; limit:
-  numpy gather-copy of the same rows from RAM. packread: ``HDF5Reader(path).batch(idx)``, and
-  the same with ``out=``.
+  preallocated arrays; reference: the seed users' Dataset, ``h5py.File`` opened in
+  ``__getitem__`` (as the seed advises for DataLoader workers) and ``default_collate``.
+  ``hdf5-raw`` only: variant h5py fancy indexing ``d[np.sort(idx)]`` (very slow, so three
+  timed rounds); anchor: two threads of plain ``os.preadv`` of the same chunk bytes (offsets
+  from ``get_chunk_info_by_coord`` at setup) into preallocated arrays; limit: numpy
+  gather-copy of the same rows from RAM. packread: ``HDF5Reader(path).batch(idx)``, and the
+  same with ``out=``.
 - ``hdf5-spatiotemporal``: the layout of the "spatiotemporal data in HDF5" seed, float32
   samples of (100, 184, 184) scaled down to (20, 184, 184) (2.7 MB a sample), 128 samples a
   file (347 MB), 10 random samples a batch, LZF (the seed's fastest codec). Two files, each its
@@ -30,18 +32,22 @@ from typing import Any
 import h5py
 import numpy as np
 import pytest
+import torch
 from conftest import (
     BATCH,
     SEED,
+    TORCH_NOTE,
     Variant,
     compare,
     expect_rows,
     fresh_batches,
     gather_limits,
     smooth_images,
+    torch_threads,
     two_thread_pool,
     warm_page_cache,
 )
+from torch.utils.data import Dataset, default_collate
 
 import packread
 
@@ -125,6 +131,19 @@ def h5_set(request: pytest.FixtureRequest) -> H5Set:
     return request.getfixturevalue(f"h5_{request.param.replace('-', '_')}")
 
 
+class SeedH5Dataset(Dataset):
+    """The seed users' Dataset: ``h5py.File`` opened inside ``__getitem__``, one sample of each
+    dataset read, as tensors (the seed's advice for DataLoader workers)."""
+
+    def __init__(self, path: str, keys: list[str]) -> None:
+        self.path = path
+        self.keys = keys
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        with h5py.File(self.path, "r") as f:
+            return {k: torch.from_numpy(np.asarray(f[k][i])) for k in self.keys}
+
+
 def _outs(hs: H5Set) -> Loaded:
     return {k: np.empty((BATCH, *a.shape[1:]), a.dtype) for k, a in hs.arrays.items()}
 
@@ -175,11 +194,17 @@ def test_h5(benchmark: Any, h5_set: H5Set) -> None:
                 d.read_direct(out, np.s_[i], np.s_[j])
         return direct_outs
 
+    seed_ds = SeedH5Dataset(h5_set.path, list(h5_set.arrays))
     variants = [
         Variant(
             "baseline",
             "h5py loop: np.stack([d[i] for i in idx]) per dataset",
             lambda idx: {k: np.stack([d[i] for i in idx]) for k, d in ds.items()},
+        ),
+        Variant(
+            "reference",
+            "seed Dataset: h5py.File opened per item + default_collate",
+            lambda idx: default_collate([seed_ds[int(i)] for i in idx]),
         ),
         Variant(
             "variant", "h5py read_direct(out, s_[i], s_[j]) per index, preallocated", read_direct
@@ -207,16 +232,18 @@ def test_h5(benchmark: Any, h5_set: H5Set) -> None:
         ),
     ]
     try:
-        compare(
-            benchmark,
-            group=f"hdf5-{h5_set.name}",
-            variants=variants,
-            batches=fresh_batches(N_SAMPLES, BATCH, SEED + 300),
-            check=expect_rows(h5_set.arrays),
-            samples=BATCH,
-            nbytes=BATCH * h5_set.sample_bytes,
-            compression=h5_set.compression,
-        )
+        with torch_threads(1):  # as in the DataLoader workers the seed Dataset runs in
+            compare(
+                benchmark,
+                group=f"hdf5-{h5_set.name}",
+                variants=variants,
+                batches=fresh_batches(N_SAMPLES, BATCH, SEED + 300),
+                check=expect_rows(h5_set.arrays),
+                samples=BATCH,
+                nbytes=BATCH * h5_set.sample_bytes,
+                compression=h5_set.compression,
+                note=TORCH_NOTE,
+            )
     finally:
         f.close()
         os.close(fd)
@@ -307,7 +334,8 @@ def test_spatio(benchmark: Any, spatio: SpatioFile) -> None:
             check=expect_rows(spatio.data),
             samples=SPATIO_BATCH,
             nbytes=SPATIO_BATCH * spatio.data[0].nbytes,
-            min_rounds=8,
+            min_rounds=5,
+            warmup_rounds=1,
             compression=spatio.compression,
             note=(
                 f"LZF, chunks {spatio.chunks}; samples {SPATIO_SHAPE} float32 (the seed's 100 "
