@@ -20,7 +20,18 @@ The rules every benchmark here follows, and the helper that implements each:
 - **A benchmark that cannot lose is a defect.** :func:`compare` checks every variant's first
   result before any timing and its last result after timing (:func:`expect_rows`,
   :func:`expect_arrays`), on fresh batches, so a broken or stale path fails the run.
+- **torch as in the seed's workers.** Comparisons holding a seed Dataset class run inside
+  :func:`torch_threads` ``(1)``, as DataLoader workers do; otherwise torch's spinning OpenMP
+  threads slow down whichever variant runs next.
 - Ratios only, never timing assertions: ``make test`` does not collect ``benches/``.
+
+To add a comparison (a new bench file needs nothing else): build the ``Variant`` list, then call
+``compare(benchmark, group=..., variants=..., batches=fresh_batches(n), check=expect_rows(data),
+samples=..., nbytes=...)``; for work that takes no batch pass ``batches=itertools.repeat(None)``
+and ``check=expect_arrays(...)`` (``SMALL_CALLS`` for microsecond-sized calls). ``compare``
+stores ``extra_info["variants"]`` (per variant: role, label, note, per-call ``times`` in seconds,
+``minor_faults_per_call``), ``samples_per_call``, ``bytes_per_call``, ``case`` and the load
+average before and after (``loadavg``: 1, 5, 15 min, twice), which is what ``report.py`` reads.
 
 Roles (a row's place in the report): ``baseline`` the code packread replaces, one per
 comparison; ``variant`` another spelling of the baseline; ``reference`` another loader to beat
