@@ -141,7 +141,29 @@ def _table(bench: dict[str, Any]) -> list[str]:
     load = info.get("loadavg")
     if load:
         notes.append(f"Load average (1 min) before / after: {load[0]} / {load[3]}")
+    if info.get("epochs"):
+        lines += ["", *_epoch_table(info)]
     return [*lines, "", *notes] if notes else lines
+
+
+def _epoch_table(info: dict[str, Any]) -> list[str]:
+    """Per loader of a DataLoader-epoch comparison (``extra_info['epochs']``, medians over the
+    timed epochs): CPU of the main process and of the loop's own thread, and with a simulated
+    step, the share of the epoch spent waiting in ``next()``."""
+    overlap = "step_s" in info
+    head = ["loader", "main-process CPU / epoch", "loop-thread CPU / epoch"]
+    if overlap:
+        head += ["waiting in next()", "waiting after the first batch"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for label, e in info["epochs"].items():
+        cells = [f"`{label}`", f"{e['main_cpu_s']:.2f} s", f"{e['loop_cpu_s']:.2f} s"]
+        if overlap:
+            cells += [
+                f"{100 * e['waiting_share']:.1f} %",
+                f"{100 * e['waiting_share_after_first']:.1f} %",
+            ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 
 def _title(bench: dict[str, Any]) -> str:
