@@ -1,20 +1,24 @@
 //! Criterion benches for the HDF5 core: packread's batch read of one-sample chunks against
 //! libhdf5's own `H5Dread` (through the `hdf5-metno` crate that packread links) on the same
-//! file; for uncompressed chunks against plain `pread`s of the same chunk bytes on two threads,
-//! for gzip chunks against libdeflate alone decoding the same chunks from memory.
+//! file; for uncompressed chunks against plain `pread`s of the same chunk bytes on two threads
+//! and a `memcpy` gather of the same samples from memory (the physical limit), for gzip chunks
+//! against libdeflate alone decoding the same chunks from memory.
 //!
 //! Run with `cargo bench --bench hdf5`. The file is written with `hdf5-metno` into a temporary
 //! directory, flushed and read once before timing, so every number is a warm-page-cache
 //! number. Samples are 3x256x256 uint8 images that compress about as well as natural images
-//! (each row a random walk), one sample per chunk; a batch is 64 random indices. The whole run
-//! takes about a minute on 2 cores.
+//! (each row a random walk), one sample per chunk, 2,048 of them (403 MB); every iteration
+//! reads a fresh batch of 64 random indices (see `common`). The whole run takes about two
+//! minutes on 2 cores.
+
+mod common;
 
 use std::fs::File;
-use std::hint::black_box;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use common::{as_i64, on_2_threads, Samples, XorShift, BATCH, SAMPLES, SAMPLE_BYTES, SHAPE};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use hdf5_sys::h5d::{H5Dget_space, H5Dget_type, H5Dread};
 use hdf5_sys::h5p::H5P_DEFAULT;
@@ -23,50 +27,8 @@ use hdf5_sys::h5t::H5Tclose;
 use packread::hdf5::{Hdf5File, Selection};
 use packread::pool;
 
-const SAMPLES: usize = 256;
-const BATCH: usize = 64;
-const SHAPE: [usize; 3] = [3, 256, 256];
-const SAMPLE_BYTES: usize = SHAPE[0] * SHAPE[1] * SHAPE[2];
 /// packread's default decoded-chunk cache (unused by one-sample chunks, kept as in Python).
 const CACHE_BYTES: usize = 32 << 20;
-
-/// A fixed-seed generator, so every run writes and reads the same "random" data.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// `k` distinct indices in `0..n`, in random order (a sampler's shuffled batch).
-    fn sample(&mut self, n: usize, k: usize) -> Vec<i64> {
-        let mut all: Vec<i64> = (0..n as i64).collect();
-        for i in 0..k {
-            let j = i + (self.next() % (n - i) as u64) as usize;
-            all.swap(i, j);
-        }
-        all.truncate(k);
-        all
-    }
-}
-
-/// `SAMPLES` images whose rows are random walks (steps -3..=3, wrapping): smooth like natural
-/// images, so gzip+shuffle compresses them (~1.5-2x), unlike uniform noise.
-fn images() -> Vec<u8> {
-    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
-    let mut data = vec![0u8; SAMPLES * SAMPLE_BYTES];
-    for row in data.chunks_exact_mut(SHAPE[2]) {
-        let mut v = rng.next() as u8;
-        for x in row {
-            v = v.wrapping_add((rng.next() % 7) as u8).wrapping_sub(3);
-            *x = v;
-        }
-    }
-    data
-}
 
 /// How the bench file's dataset is stored.
 #[derive(Clone, Copy)]
@@ -97,17 +59,13 @@ fn write_file(dir: &Path, storage: Storage, data: &[u8]) -> (PathBuf, f64) {
     let stored = ds.storage_size();
     drop(ds);
     file.close().expect("close bench file");
-    // Flush the writes so that writeback does not compete with the timed runs, then read the
-    // file once so that the timed runs find it in the page cache.
-    // SAFETY: sync(2) takes no arguments and cannot fail.
-    unsafe { libc::sync() };
-    black_box(std::fs::read(&path).expect("read bench file"));
+    common::warm(&[&path]);
     (path, data.len() as f64 / stored as f64)
 }
 
 /// libhdf5's read of the samples `idx`, one hyperslab `H5Dread` per index straight into its
 /// slot of `out` (what h5py's `read_direct` or `d[i]` does per sample).
-fn h5dread_per_index(ds: &hdf5_metno::Dataset, idx: &[i64], out: &mut [u8]) {
+fn h5dread_per_index(ds: &hdf5_metno::Dataset, idx: &[usize], out: &mut [u8]) {
     hdf5_metno::sync::sync(|| {
         let count = [1u64, SHAPE[0] as u64, SHAPE[1] as u64, SHAPE[2] as u64];
         // SAFETY: open dataset id, libhdf5's lock held; each read fills exactly one sample.
@@ -159,14 +117,6 @@ fn chunk_locations(ds: &hdf5_metno::Dataset) -> Vec<(u64, usize)> {
 fn bench_storage(c: &mut Criterion, name: &str, storage: Storage, data: &[u8]) {
     let dir = tempfile::tempdir().expect("temp dir");
     let (path, ratio) = write_file(dir.path(), storage, data);
-    let idx = XorShift(42).sample(SAMPLES, BATCH);
-    let mut expected = vec![0u8; BATCH * SAMPLE_BYTES];
-    for (slot, &i) in expected.chunks_exact_mut(SAMPLE_BYTES).zip(&idx) {
-        let i = i as usize;
-        slot.copy_from_slice(&data[i * SAMPLE_BYTES..(i + 1) * SAMPLE_BYTES]);
-    }
-    let mut out = vec![0u8; BATCH * SAMPLE_BYTES];
-
     let h5 = hdf5_metno::File::open(&path).expect("open with hdf5");
     let ds = h5.dataset("images").expect("dataset");
     let reader = Hdf5File::open(
@@ -176,110 +126,82 @@ fn bench_storage(c: &mut Criterion, name: &str, storage: Storage, data: &[u8]) {
         None,
     )
     .expect("open with packread");
-    // Every variant must produce the bytes that were written.
-    h5dread_per_index(&ds, &idx, &mut out);
-    assert!(out == expected, "H5Dread differs from the written data");
-    out.fill(0);
-    reader
-        .read_batch(&idx, &[0], &mut [&mut out])
-        .expect("read_batch");
-    assert!(out == expected, "packread differs from the written data");
-
     let loc = chunk_locations(&ds);
     let file = File::open(&path).expect("open file");
-    // The physical anchor for uncompressed chunks: preads of the same chunk bytes, split over
-    // two plain threads (half a batch each).
-    let pread_2 = |out: &mut [u8]| {
-        let (a, b) = out.split_at_mut(BATCH / 2 * SAMPLE_BYTES);
-        let (ia, ib) = idx.split_at(BATCH / 2);
-        let (file, loc) = (&file, &loc);
-        std::thread::scope(|s| {
-            for (half, ids) in [(a, ia), (b, ib)] {
-                s.spawn(move || {
-                    for (slot, &i) in half.chunks_exact_mut(SAMPLE_BYTES).zip(ids) {
-                        file.read_exact_at(slot, loc[i as usize].0).expect("pread");
-                    }
-                });
-            }
-        });
+    println!("{name}: compression ratio {ratio:.2}x (array bytes / stored bytes)");
+
+    let h5dread = |idx: &[usize], out: &mut [u8]| h5dread_per_index(&ds, idx, out);
+    let packread = |idx: &[usize], out: &mut [u8]| {
+        reader
+            .read_batch(&as_i64(idx), &[0], &mut [out])
+            .expect("read_batch")
     };
-    // The codec anchor for gzip chunks: libdeflate alone (packread's inflater) decoding the
-    // batch's chunks, already in memory, on one thread and split over two plain threads.
-    // Shuffle of 1-byte elements is the identity, so inflate output is the sample itself.
-    let stored: Vec<Vec<u8>> = idx
-        .iter()
-        .map(|&i| {
-            let (at, len) = loc[i as usize];
-            let mut buf = vec![0u8; len];
-            file.read_exact_at(&mut buf, at).expect("pread chunk");
-            buf
-        })
-        .collect();
-    let inflate = |slots: &mut [u8], chunks: &[Vec<u8>]| {
+    // Plain I/O of the same chunk bytes (uncompressed chunks only).
+    let pread = |idx: &[usize], out: &mut [u8]| {
+        for (slot, &i) in out.chunks_exact_mut(SAMPLE_BYTES).zip(idx) {
+            file.read_exact_at(slot, loc[i].0).expect("pread");
+        }
+    };
+    // The codec alone (gzip chunks only): libdeflate, packread's inflater, decoding the chunks
+    // from memory, every chunk already read. Shuffle of 1-byte elements is the identity, so
+    // the inflate output is the sample itself.
+    let raw = matches!(storage, Storage::Raw);
+    let chunks: Vec<Vec<u8>> = if raw {
+        Vec::new()
+    } else {
+        loc.iter()
+            .map(|&(at, len)| {
+                let mut buf = vec![0u8; len];
+                file.read_exact_at(&mut buf, at).expect("pread chunk");
+                buf
+            })
+            .collect()
+    };
+    let inflate = |idx: &[usize], out: &mut [u8]| {
         let mut d = libdeflater::Decompressor::new();
-        for (slot, chunk) in slots.chunks_exact_mut(SAMPLE_BYTES).zip(chunks) {
-            let n = d.zlib_decompress(chunk, slot).expect("inflate");
+        for (slot, &i) in out.chunks_exact_mut(SAMPLE_BYTES).zip(idx) {
+            let n = d.zlib_decompress(&chunks[i], slot).expect("inflate");
             assert_eq!(n, SAMPLE_BYTES);
         }
     };
-    let inflate_2 = |out: &mut [u8]| {
-        let (a, b) = out.split_at_mut(BATCH / 2 * SAMPLE_BYTES);
-        let (ca, cb) = stored.split_at(BATCH / 2);
-        std::thread::scope(|s| {
-            s.spawn(|| inflate(a, ca));
-            inflate(b, cb);
-        });
-    };
-    let raw = matches!(storage, Storage::Raw);
-    out.fill(0);
-    if raw {
-        pread_2(&mut out);
-        assert!(
-            out == expected,
-            "two-thread pread differs from the written data"
-        );
-    } else {
-        inflate_2(&mut out);
-        assert!(out == expected, "libdeflate differs from the written data");
-    }
-    println!("{name}: compression ratio {ratio:.2}x (array bytes / stored bytes)");
 
     let threads = pool::num_threads();
+    let mut samples = Samples::new(data, SAMPLE_BYTES, 42);
     let mut group = c.benchmark_group(format!("hdf5/{name}_64x3x256x256_u8"));
     group
         .sample_size(20)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(3))
         .throughput(Throughput::Bytes((BATCH * SAMPLE_BYTES) as u64));
-    group.bench_function("libhdf5_h5dread_hyperslab_per_index", |b| {
-        b.iter(|| h5dread_per_index(&ds, black_box(&idx), black_box(&mut out)))
-    });
+    samples.bench(
+        &mut group,
+        "baseline_libhdf5_h5dread_hyperslab_per_index",
+        h5dread,
+    );
     if raw {
-        group.bench_function("pread_2_scoped_threads", |b| {
-            b.iter(|| pread_2(black_box(&mut out)))
+        samples.bench(&mut group, "anchor_pread_2_scoped_threads", |idx, out| {
+            on_2_threads(idx, out, SAMPLE_BYTES, &pread)
         });
+        samples.bench_limits(&mut group);
     } else {
-        group.bench_function("libdeflate_in_memory_1_thread", |b| {
-            b.iter(|| inflate(black_box(&mut out), &stored))
-        });
-        group.bench_function("libdeflate_in_memory_2_scoped_threads", |b| {
-            b.iter(|| inflate_2(black_box(&mut out)))
-        });
+        samples.bench(&mut group, "anchor_libdeflate_in_memory_1_thread", inflate);
+        samples.bench(
+            &mut group,
+            "anchor_libdeflate_in_memory_2_scoped_threads",
+            |idx, out| on_2_threads(idx, out, SAMPLE_BYTES, &inflate),
+        );
     }
-    group.bench_function(format!("packread_{threads}_threads"), |b| {
-        b.iter(|| reader.read_batch(black_box(&idx), &[0], &mut [black_box(&mut out)]))
-    });
+    samples.bench(&mut group, &format!("packread_{threads}_threads"), packread);
     // The same engine on one thread: what the pool adds, separated from per-chunk costs.
     pool::set_num_threads(1);
-    group.bench_function("packread_1_thread", |b| {
-        b.iter(|| reader.read_batch(black_box(&idx), &[0], &mut [black_box(&mut out)]))
-    });
+    samples.bench(&mut group, "packread_1_thread", packread);
     pool::set_num_threads(0);
     group.finish();
 }
 
 fn bench_read_batch(c: &mut Criterion) {
-    let data = images();
+    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+    let data = rng.smooth(SAMPLES * SAMPLE_BYTES, 3);
     bench_storage(c, "raw_1_sample_chunks", Storage::Raw, &data);
     bench_storage(
         c,

@@ -1,9 +1,13 @@
 //! Criterion benches for the NPY core: header parsing, opening a folder of files, and batch
-//! reads against a naive single-threaded `std::fs::read` loop of the same files.
+//! reads against a naive single-threaded `std::fs::read` loop, plain `pread`s and a `memcpy`
+//! gather of the same samples from memory (the physical limit).
 //!
 //! Run with `cargo bench --bench npy`. Files are written to a temporary directory and read
-//! once before timing, so every number is a warm-page-cache number. Sample counts and
-//! measurement times are kept small: the whole run takes well under two minutes on 2 cores.
+//! once before timing, so every number is a warm-page-cache number; batch reads draw a fresh
+//! random batch every iteration from 2,048 files (403 MB, see `common`). The whole run takes
+//! about two minutes on 2 cores.
+
+mod common;
 
 use std::fs::File;
 use std::hint::black_box;
@@ -11,6 +15,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use common::{as_i64, on_2_threads, warm, Samples, XorShift, BATCH, SAMPLES, SAMPLE_BYTES};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use packread::npy::{parse_header, Limits, NpySet, MAGIC};
 use packread::pool;
@@ -31,53 +36,18 @@ fn npy_header(dict: &str) -> Vec<u8> {
     out
 }
 
-/// Writes `n` NPY files `dir/00000.npy`... with `dict` as header and `data_len` bytes of
-/// pseudo-random data each; returns the paths.
-fn write_files(dir: &Path, n: usize, dict: &str, data_len: usize) -> Vec<PathBuf> {
+/// Writes one NPY file `dir/00000.npy`... per `sample`-byte slice of `data`, each with `dict`
+/// as header; returns the paths.
+fn write_files(dir: &Path, dict: &str, data: &[u8], sample: usize) -> Vec<PathBuf> {
     let header = npy_header(dict);
-    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
-    (0..n)
-        .map(|i| {
-            let mut bytes = header.clone();
-            bytes.extend((0..data_len).map(|_| rng.next() as u8));
+    data.chunks_exact(sample)
+        .enumerate()
+        .map(|(i, bytes)| {
             let path = dir.join(format!("{i:05}.npy"));
-            std::fs::write(&path, bytes).expect("write bench file");
+            std::fs::write(&path, [header.as_slice(), bytes].concat()).expect("write bench file");
             path
         })
         .collect()
-}
-
-/// Flushes the freshly written files to disk (so that writeback does not compete with the
-/// timed runs), then reads every file once so that the timed runs find them in the page cache.
-fn warm(paths: &[PathBuf]) {
-    // SAFETY: sync(2) takes no arguments and cannot fail.
-    unsafe { libc::sync() };
-    for p in paths {
-        black_box(std::fs::read(p).expect("read bench file"));
-    }
-}
-
-/// A fixed-seed generator, so every run reads the same "random" batch.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// `k` distinct indices in `0..n`, in random order (a sampler's shuffled batch).
-    fn sample(&mut self, n: usize, k: usize) -> Vec<i64> {
-        let mut all: Vec<i64> = (0..n as i64).collect();
-        for i in 0..k {
-            let j = i + (self.next() % (n - i) as u64) as usize;
-            all.swap(i, j);
-        }
-        all.truncate(k);
-        all
-    }
 }
 
 fn bench_parse_header(c: &mut Criterion) {
@@ -114,12 +84,9 @@ fn bench_parse_header(c: &mut Criterion) {
 fn bench_open(c: &mut Criterion) {
     const FILES: usize = 1000;
     let dir = tempfile::tempdir().expect("temp dir");
-    let paths = write_files(
-        dir.path(),
-        FILES,
-        "{'descr': '<f4', 'fortran_order': False, 'shape': (16,), }",
-        64,
-    );
+    let data = XorShift(0x9E37_79B9_7F4A_7C15).noise(FILES * 64);
+    let dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (16,), }";
+    let paths = write_files(dir.path(), dict, &data, 64);
     warm(&paths);
     let limits = Limits::default();
     let mut group = c.benchmark_group("npy/open");
@@ -139,86 +106,49 @@ fn bench_open(c: &mut Criterion) {
 }
 
 fn bench_read_batch(c: &mut Criterion) {
-    const FILES: usize = 512;
-    const BATCH: usize = 64;
     let dir = tempfile::tempdir().expect("temp dir");
-    let paths = write_files(
-        dir.path(),
-        FILES,
-        "{'descr': '|u1', 'fortran_order': False, 'shape': (3, 256, 256), }",
-        3 * 256 * 256,
-    );
+    let data = XorShift(0x9E37_79B9_7F4A_7C15).noise(SAMPLES * SAMPLE_BYTES);
+    let dict = "{'descr': '|u1', 'fortran_order': False, 'shape': (3, 256, 256), }";
+    let paths = write_files(dir.path(), dict, &data, SAMPLE_BYTES);
     warm(&paths);
     let set = NpySet::open(paths.clone(), &Limits::default()).expect("open");
-    let sample = set.sample_bytes();
-    let offset = std::fs::metadata(&paths[0]).unwrap().len() as usize - sample;
-    let idx = XorShift(42).sample(FILES, BATCH);
-    let mut out = vec![0u8; BATCH * sample];
+    assert_eq!(set.sample_bytes(), SAMPLE_BYTES);
+    let offset = std::fs::metadata(&paths[0]).unwrap().len() - SAMPLE_BYTES as u64;
 
-    // Every variant must produce the same bytes as the naive loop.
-    let naive = |out: &mut [u8]| {
-        for (slot, &i) in out.chunks_exact_mut(sample).zip(&idx) {
-            let bytes = std::fs::read(&paths[i as usize]).expect("read");
-            slot.copy_from_slice(&bytes[offset..]);
+    // The naive reader: each whole file read, its data copied into the batch, one thread.
+    let naive = |idx: &[usize], out: &mut [u8]| {
+        for (slot, &i) in out.chunks_exact_mut(SAMPLE_BYTES).zip(idx) {
+            let bytes = std::fs::read(&paths[i]).expect("read");
+            slot.copy_from_slice(&bytes[offset as usize..]);
         }
     };
-    let pread = |out: &mut [u8]| {
-        for (slot, &i) in out.chunks_exact_mut(sample).zip(&idx) {
-            let f = File::open(&paths[i as usize]).expect("open");
-            f.read_exact_at(slot, offset as u64).expect("pread");
+    // Plain I/O of the same bytes: open + one pread straight into the batch slot.
+    let pread = |idx: &[usize], out: &mut [u8]| {
+        for (slot, &i) in out.chunks_exact_mut(SAMPLE_BYTES).zip(idx) {
+            let f = File::open(&paths[i]).expect("open");
+            f.read_exact_at(slot, offset).expect("pread");
         }
     };
-    // The physical anchor: the same preads split over two plain threads (half a batch each).
-    let paths_ref = &paths;
-    let pread_2 = |out: &mut [u8]| {
-        let (a, b) = out.split_at_mut(BATCH / 2 * sample);
-        let (ia, ib) = idx.split_at(BATCH / 2);
-        std::thread::scope(|s| {
-            for (half, ids) in [(a, ia), (b, ib)] {
-                s.spawn(move || {
-                    for (slot, &i) in half.chunks_exact_mut(sample).zip(ids) {
-                        let f = File::open(&paths_ref[i as usize]).expect("open");
-                        f.read_exact_at(slot, offset as u64).expect("pread");
-                    }
-                });
-            }
-        });
-    };
-    let mut expected = vec![0u8; out.len()];
-    naive(&mut expected);
-    set.read_batch(&idx, &mut out).expect("read_batch");
-    assert_eq!(out, expected, "read_batch differs from std::fs::read");
-    out.fill(0);
-    pread(&mut out);
-    assert_eq!(out, expected, "pread loop differs from std::fs::read");
-    out.fill(0);
-    pread_2(&mut out);
-    assert_eq!(out, expected, "two-thread pread differs from std::fs::read");
 
     let threads = pool::num_threads();
+    let mut samples = Samples::new(&data, SAMPLE_BYTES, 42);
     let mut group = c.benchmark_group("npy/read_batch_64x3x256x256_u8");
     group
         .sample_size(30)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(3))
-        .throughput(Throughput::Bytes((BATCH * sample) as u64));
-    group.bench_function("naive_std_fs_read_loop", |b| {
-        b.iter(|| naive(black_box(&mut out)))
+        .throughput(Throughput::Bytes((BATCH * SAMPLE_BYTES) as u64));
+    samples.bench(&mut group, "baseline_std_fs_read_loop_1_thread", naive);
+    samples.bench(&mut group, "anchor_pread_loop_1_thread", pread);
+    samples.bench(&mut group, "anchor_pread_2_scoped_threads", |idx, out| {
+        on_2_threads(idx, out, SAMPLE_BYTES, &pread)
     });
-    group.bench_function("pread_loop_1_thread", |b| {
-        b.iter(|| pread(black_box(&mut out)))
-    });
-    group.bench_function("pread_2_scoped_threads", |b| {
-        b.iter(|| pread_2(black_box(&mut out)))
-    });
-    group.bench_function(format!("packread_{threads}_threads"), |b| {
-        b.iter(|| set.read_batch(black_box(&idx), black_box(&mut out)))
-    });
+    samples.bench_limits(&mut group);
+    let packread = |idx: &[usize], out: &mut [u8]| set.read_batch(&as_i64(idx), out).expect("read");
+    samples.bench(&mut group, &format!("packread_{threads}_threads"), packread);
     // The same engine on one thread: what the pool adds, separated from per-file costs.
     pool::set_num_threads(1);
-    group.bench_function("packread_1_thread", |b| {
-        b.iter(|| set.read_batch(black_box(&idx), black_box(&mut out)))
-    });
+    samples.bench(&mut group, "packread_1_thread", packread);
     pool::set_num_threads(0);
     group.finish();
 }

@@ -1,27 +1,34 @@
-"""Markdown tables from a pytest-benchmark JSON file: packread beside each group's baseline.
+"""Markdown tables from a pytest-benchmark JSON file written by the ``benches/`` comparisons.
 
 Usage: ``python benches/report.py .bench/latest.json``
 
-``python benches/report.py --criterion target/criterion`` prints the medians that
-``cargo bench`` saved instead (one row per criterion benchmark, with its throughput).
+Each comparison (``conftest.compare``) stores its variants' per-call times, interleaved in one
+run, in ``extra_info['variants']``; pytest-benchmark's own statistics for it time the whole run
+and are not used. For every comparison (benchmark group and ``extra_info['case']``) this prints
+one row per variant: median time per call, interquartile range (as a percentage of the median),
+samples/s and GB/s (array bytes) from the median, minor page faults per call, timed rounds,
+``x baseline`` (baseline median / this median: above 1 is faster), ``x reference`` (the same
+against the ``reference`` row, the seed users' own loader or SPDL, where there is one),
+``x anchor`` (against the two-thread ``preadv`` row, where there is one) and ``% of limit``
+(the fastest ``limit`` row's median / this median: how close this row comes to a numpy
+gather-copy of the same bytes from RAM). A summary first gives, per comparison, the first
+``packread`` row (the plain call) against the others.
 
-Entries are paired by benchmark group and ``extra_info['case']``. In each pair the entry with
-``extra_info['role'] == 'baseline'`` is the baseline; ``ratio`` is baseline median / entry
-median (above 1: faster than the baseline). A ``reference`` entry (the seed users' own Dataset
-loop, or SPDL's loader) gets its own ratio column; ``variant`` entries (other spellings of the
-baseline) are listed after the baseline. ``extra_info['compression']`` and
-``extra_info['note']``, where present, are printed under the table.
+``python benches/report.py --criterion target/criterion`` prints the medians that ``cargo bench``
+saved, grouped, with ``x baseline`` against the group's ``baseline_*`` benchmark and ``% of limit``
+against its fastest ``limit_*`` one.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-ROLE_ORDER = {"baseline": 0, "variant": 1, "reference": 2, "packread": 3}
+ROLE_ORDER = {"baseline": 0, "variant": 1, "reference": 2, "anchor": 3, "limit": 4, "packread": 5}
 
 
 def _time(seconds: float) -> str:
@@ -50,6 +57,8 @@ def _machine(data: dict[str, Any]) -> list[str]:
         ("cpu", cpu.get("brand_raw") or m.get("processor") or "?"),
         ("cpu count", m.get("cpu_count", "?")),
         ("usable cpus", m.get("cpu_affinity", "?")),
+        ("L3 cache", m.get("l3_cache", "?")),
+        ("memory", f"{m.get('mem_total_gib', '?')} GiB"),
         ("python", f"{m.get('python_implementation', '')} {m.get('python_version', '?')}".strip()),
         ("numpy", m.get("numpy_version", "?")),
         ("torch", m.get("torch_version", "?")),
@@ -64,92 +73,177 @@ def _machine(data: dict[str, Any]) -> list[str]:
     return [f"- {k}: {v}" for k, v in items]
 
 
-def _table(entries: list[dict[str, Any]]) -> list[str]:
-    entries = sorted(
-        entries, key=lambda b: (ROLE_ORDER.get(b["extra_info"].get("role"), 9), b["name"])
-    )
-    base = next((b for b in entries if b["extra_info"].get("role") == "baseline"), None)
-    ref = next((b for b in entries if b["extra_info"].get("role") == "reference"), None)
-    head = ["variant", "role", "median", "samples/s", "GB/s", "faults/call", "rounds"]
-    head += ["ratio vs baseline"]
-    if ref is not None:
-        head.append("ratio vs reference")
+def _rows(bench: dict[str, Any]) -> list[dict[str, Any]]:
+    """The comparison's variants with their medians, in report order (roles, then as listed)."""
+    rows = []
+    for pos, v in enumerate(bench["extra_info"].get("variants", [])):
+        times = v.get("times") or []
+        if not times:
+            continue
+        q1, _, q3 = statistics.quantiles(times, n=4) if len(times) > 1 else (times[0],) * 3
+        med = statistics.median(times)
+        rows.append({**v, "median": med, "iqr": (q3 - q1) / med, "rounds": len(times), "pos": pos})
+    return sorted(rows, key=lambda r: (ROLE_ORDER.get(r["role"], 9), r["pos"]))
+
+
+def _first(rows: list[dict[str, Any]], role: str) -> dict[str, Any] | None:
+    return next((r for r in rows if r["role"] == role), None)
+
+
+def _limit(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    limits = [r for r in rows if r["role"] == "limit"]
+    return min(limits, key=lambda r: r["median"]) if limits else None
+
+
+def _ratio(other: dict[str, Any] | None, row: dict[str, Any]) -> str:
+    return f"{other['median'] / row['median']:.2f}x" if other else "-"
+
+
+def _percent(limit: dict[str, Any] | None, row: dict[str, Any]) -> str:
+    return f"{100 * limit['median'] / row['median']:.0f} %" if limit else "-"
+
+
+def _table(bench: dict[str, Any]) -> list[str]:
+    info = bench["extra_info"]
+    rows = _rows(bench)
+    base, ref = _first(rows, "baseline"), _first(rows, "reference")
+    anchor, limit = _first(rows, "anchor"), _limit(rows)
+    head = ["variant", "role", "median", "IQR", "samples/s", "GB/s", "faults/call", "rounds"]
+    head.append("x baseline")
+    optional = [("x reference", ref), ("x anchor", anchor), ("% of limit", limit)]
+    head += [name for name, r in optional if r is not None]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for b in entries:
-        info, med = b["extra_info"], b["stats"]["median"]
-        samples = info.get("samples_per_call", 1)
-        nbytes = info.get("bytes_per_call", 0)
-        row = [
-            f"`{info.get('label', b['name'])}`",
-            info.get("role", "?"),
+    samples = info.get("samples_per_call", 1)
+    nbytes = info.get("bytes_per_call", 0)
+    for r in rows:
+        med = r["median"]
+        cells = [
+            f"`{r['label']}`",
+            r["role"],
             _time(med),
+            f"{100 * r['iqr']:.0f} %",
             _rate(samples / med),
             f"{nbytes / med / 1e9:.3g}" if nbytes else "-",
-            str(info.get("minor_faults_per_call", "-")),
-            str(b["stats"]["rounds"]),
-            f"{base['stats']['median'] / med:.2f}x" if base is not None else "-",
+            str(r.get("minor_faults_per_call", "-")),
+            str(r["rounds"]),
+            _ratio(base, r),
         ]
-        if ref is not None:
-            row.append(f"{ref['stats']['median'] / med:.2f}x")
-        lines.append("| " + " | ".join(row) + " |")
-    if base is None:
-        lines.append("")
-        lines.append("(no baseline entry in this group)")
-    ratios = {b["extra_info"]["compression"] for b in entries if "compression" in b["extra_info"]}
-    notes = [
-        f"- `{b['extra_info'].get('label', b['name'])}`: {b['extra_info']['note']}"
-        for b in entries
-        if b["extra_info"].get("note")
+        for name, other in optional:
+            if other is not None:
+                cells.append(_percent(other, r) if name == "% of limit" else _ratio(other, r))
+        lines.append("| " + " | ".join(cells) + " |")
+    notes = []
+    if "compression" in info:
+        notes.append(f"Compression ratio (array bytes / stored bytes): {info['compression']}x")
+    if info.get("note"):
+        notes.append(info["note"])
+    notes += [f"- `{r['label']}`: {r['note']}" for r in rows if r.get("note")]
+    load = info.get("loadavg")
+    if load:
+        notes.append(f"Load average (1 min) before / after: {load[0]} / {load[3]}")
+    if info.get("epochs"):
+        lines += ["", *_epoch_table(info)]
+    return [*lines, "", *notes] if notes else lines
+
+
+def _epoch_table(info: dict[str, Any]) -> list[str]:
+    """Per loader of a DataLoader-epoch comparison (``extra_info['epochs']``, medians over the
+    timed epochs): CPU of the main process and of the loop's own thread, and with a simulated
+    step, the share of the epoch spent waiting in ``next()``."""
+    overlap = "step_s" in info
+    head = ["loader", "main-process CPU / epoch", "loop-thread CPU / epoch"]
+    if overlap:
+        head += ["waiting in next()", "waiting after the first batch"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for label, e in info["epochs"].items():
+        cells = [f"`{label}`", f"{e['main_cpu_s']:.2f} s", f"{e['loop_cpu_s']:.2f} s"]
+        if overlap:
+            cells += [
+                f"{100 * e['waiting_share']:.1f} %",
+                f"{100 * e['waiting_share_after_first']:.1f} %",
+            ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _title(bench: dict[str, Any]) -> str:
+    case = bench["extra_info"].get("case", "")
+    group = bench.get("group") or bench["name"]
+    return f"{group} ({case})" if case else group
+
+
+def _summary(benches: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "| comparison | packread (plain call) | x baseline | x reference | % of limit |",
+        "|---|---|---|---|---|",
     ]
-    if ratios or notes:
-        lines.append("")
-    if ratios:
-        shown = ", ".join(f"{r}x" for r in sorted(ratios))
-        lines.append(f"Compression ratio (array bytes / stored bytes): {shown}")
-    lines += notes
+    for b in benches:
+        rows = _rows(b)
+        pr = _first(rows, "packread")
+        if pr is None:
+            continue
+        base, ref, limit = _first(rows, "baseline"), _first(rows, "reference"), _limit(rows)
+        lines.append(
+            f"| {_title(b)} | {_time(pr['median'])} | {_ratio(base, pr)} | "
+            f"{_ratio(ref, pr)} | {_percent(limit, pr)} |"
+        )
     return lines
 
 
 def report(data: dict[str, Any]) -> str:
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for b in data.get("benchmarks", []):
-        if not b.get("stats"):
-            continue
-        groups[(b.get("group") or "", b["extra_info"].get("case", ""))].append(b)
+    benches = [b for b in data.get("benchmarks", []) if b["extra_info"].get("variants")]
+    benches.sort(key=_title)
     out = ["## Machine", "", *_machine(data), ""]
+    if not any(_rows(b) for b in benches):
+        out.append("No timed comparisons in this file (was it run with --benchmark-disable?).")
+        return "\n".join(out)
+    out += ["## Summary", "", *_summary(benches), ""]
     out += [
-        "Median time per call; samples/s and GB/s (array bytes) from the median; faults/call:",
-        "minor page faults per call; ratio: other median / this median (above 1: faster).",
+        "Median time per call (variants interleaved round by round, a fresh random batch every",
+        "call); IQR: interquartile range / median; samples/s and GB/s (array bytes) from the",
+        "median; faults/call: minor page faults per call; x other: other median / this median",
+        "(above 1: faster); % of limit: fastest numpy gather-copy from RAM / this median.",
         "",
     ]
-    if not groups:
-        out.append("No timed benchmarks in this file (was it run with --benchmark-disable?).")
-    for (group, case), entries in sorted(groups.items()):
-        title = f"{group} ({case})" if case else group
-        out += [f"## {title}", "", *_table(entries), ""]
+    for b in benches:
+        out += [f"## {_title(b)}", "", *_table(b), ""]
     return "\n".join(out)
 
 
 def criterion_report(root: Path) -> str:
-    """Medians of the criterion benchmarks saved under ``root`` (``target/criterion``)."""
-    lines = [
-        "| benchmark | median | 95% CI of the median | throughput |",
-        "|---|---|---|---|",
-    ]
+    """Medians of the criterion benchmarks saved under ``root`` (``target/criterion``), with
+    ratios to each group's ``baseline_*`` and fastest ``limit_*`` benchmark."""
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for est_path in sorted(root.glob("**/new/estimates.json")):
         est = json.loads(est_path.read_text())["median"]
         bench = json.loads((est_path.parent / "benchmark.json").read_text())
-        med = est["point_estimate"] * 1e-9
-        ci = est["confidence_interval"]
-        thr = bench.get("throughput") or {}
-        if "Bytes" in thr:
-            rate = f"{thr['Bytes'] / med / 2**30:.2f} GiB/s"
-        elif "Elements" in thr:
-            rate = f"{_rate(thr['Elements'] / med)} elements/s"
-        else:
-            rate = "-"
-        lo, hi = _time(ci["lower_bound"] * 1e-9), _time(ci["upper_bound"] * 1e-9)
-        lines.append(f"| `{bench['full_id']}` | {_time(med)} | {lo} - {hi} | {rate} |")
+        groups[bench["group_id"]].append({**bench, "est": est})
+    lines = [
+        "| benchmark | median | 95% CI of the median | throughput | x baseline | % of limit |",
+        "|---|---|---|---|---|---|",
+    ]
+    for group, entries in sorted(groups.items()):
+        med = {e["full_id"]: e["est"]["point_estimate"] * 1e-9 for e in entries}
+        func = {e["full_id"]: e.get("function_id") or "" for e in entries}
+        base = next((med[k] for k in med if func[k].startswith("baseline_")), None)
+        limits = [med[k] for k in med if func[k].startswith("limit_")]
+        limit = min(limits) if limits else None
+        for e in sorted(entries, key=lambda e: e["full_id"]):
+            m, ci = med[e["full_id"]], e["est"]["confidence_interval"]
+            thr = e.get("throughput") or {}
+            if "Bytes" in thr:
+                rate = f"{thr['Bytes'] / m / 2**30:.2f} GiB/s"
+            elif "Elements" in thr:
+                rate = f"{_rate(thr['Elements'] / m)} elements/s"
+            else:
+                rate = "-"
+            lo, hi = _time(ci["lower_bound"] * 1e-9), _time(ci["upper_bound"] * 1e-9)
+            x_base = f"{base / m:.2f}x" if base else "-"
+            pct = f"{100 * limit / m:.0f} %" if limit else "-"
+            lines.append(
+                f"| `{group}/{func[e['full_id']]}` | {_time(m)} | {lo} - {hi} | {rate} | "
+                f"{x_base} | {pct} |"
+            )
     return "\n".join(lines)
 
 

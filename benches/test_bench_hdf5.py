@@ -1,35 +1,30 @@
 """HDF5 benchmarks: packread's ``HDF5Reader`` beside the h5py code it replaces.
 
-Groups (warm page cache; every variant of a group walks the same fixed-seed batches):
+One test per comparison (``conftest.compare``: variants interleaved round by round, a fresh
+random batch every call, every result checked; see conftest's docstring). Groups:
 
-- ``hdf5-raw`` / ``hdf5-gzip-shuffle`` / ``hdf5-lzf``: one file of 512 samples, ``images``
-  3x256x256 uint8 (one sample per chunk) and ``labels`` int64, stored uncompressed, with gzip
-  level 4 + shuffle, or with LZF (the labels with the same filter, h5py's automatic chunks).
+- ``hdf5-raw`` / ``hdf5-gzip-shuffle`` / ``hdf5-lzf``: one file of 2,048 samples, ``images``
+  3x256x256 uint8 (one sample per chunk, 403 MB) and ``labels`` int64, stored uncompressed, with
+  gzip level 4 + shuffle, or with LZF (the labels with the same filter, h5py's automatic chunks).
   A call reads a batch of 64 random indices, images and labels. Baseline: the h5py loop
   ``np.stack([d[i] for i in idx])`` per dataset; variant: ``read_direct`` per index into
-  preallocated arrays; references (``hdf5-raw`` only): h5py fancy indexing ``d[np.sort(idx)]``
-  (very slow, so only a few rounds) and the physical anchor, two threads of plain ``os.preadv``
-  of the same chunk bytes (offsets from ``get_chunk_info_by_coord`` at setup) into
-  preallocated arrays. packread: ``HDF5Reader(path).batch(idx)``, and the same with ``out=``.
+  preallocated arrays; reference: the seed users' Dataset, ``h5py.File`` opened in
+  ``__getitem__`` (as the seed advises for DataLoader workers) and ``default_collate``.
+  ``hdf5-raw`` only: variant h5py fancy indexing ``d[np.sort(idx)]`` (very slow, so three
+  timed rounds); anchor: two threads of plain ``os.preadv`` of the same chunk bytes (offsets
+  from ``get_chunk_info_by_coord`` at setup) into preallocated arrays; limit: numpy
+  gather-copy of the same rows from RAM. packread: ``HDF5Reader(path).batch(idx)``, and the
+  same with ``out=``.
 - ``hdf5-spatiotemporal``: the layout of the "spatiotemporal data in HDF5" seed, float32
-  samples of (100, 184, 184) scaled down to (20, 184, 184) (2.7 MB a sample), 64 samples a
-  file, 10 random samples a batch, LZF (the seed's fastest codec). Two files, each its own
-  ``case``: chunks of exactly one sample, and h5py's automatic chunks (``chunks=True``, the
+  samples of (100, 184, 184) scaled down to (20, 184, 184) (2.7 MB a sample), 128 samples a
+  file (347 MB), 10 random samples a batch, LZF (the seed's fastest codec). Two files, each its
+  own ``case``: chunks of exactly one sample, and h5py's automatic chunks (``chunks=True``, the
   layout the seed found 78x slower). Each read by the h5py loop and by packread.
-
-Roles as in ``test_bench_zip.py``: one ``baseline`` per group and case, ``variant`` (another
-spelling of the baseline), ``reference`` and ``packread``; ``benches/report.py`` pairs them.
-Every benchmark checks the result of its last timed call against the arrays that were written
-(which is also what the baseline returns), so a broken path cannot be timed silently. With
-``--benchmark-disable`` each runs once, as a quick correctness pass.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,26 +32,32 @@ from typing import Any
 import h5py
 import numpy as np
 import pytest
-from conftest import SEED, measure
+import torch
+from conftest import (
+    BATCH,
+    SEED,
+    TORCH_NOTE,
+    Variant,
+    compare,
+    expect_rows,
+    fresh_batches,
+    gather_limits,
+    smooth_images,
+    torch_threads,
+    two_thread_pool,
+    warm_page_cache,
+)
+from torch.utils.data import Dataset, default_collate
 
 import packread
 
-#: Batch benchmarks: a few untimed rounds first, and enough rounds for a stable median.
-BATCHED = pytest.mark.benchmark(min_rounds=20, warmup=True, warmup_iterations=3)
-#: h5py's fancy indexing takes about half a second a batch: three rounds, no warm-up.
-SLOW = pytest.mark.benchmark(min_rounds=3, max_time=0.5, warmup=False)
-#: Spatiotemporal batches (27 MB each, up to a few hundred ms with automatic chunks).
-SPATIO = pytest.mark.benchmark(min_rounds=5, max_time=2.0, warmup=True, warmup_iterations=1)
-
-N_SAMPLES = 512
+N_SAMPLES = 2048
 IMAGE_SHAPE = (3, 256, 256)
-BATCH = 64
-N_BATCHES = 32
 
 #: The seed's (100, 184, 184) float32 samples, with 20 frames instead of 100 (2.7 MB, not
-#: 13.5 MB a sample) so that two 64-sample files fit this machine's page cache comfortably.
+#: 13.5 MB a sample): 128 samples make a 347 MB file, two of them fit the page cache easily.
 SPATIO_SHAPE = (20, 184, 184)
-SPATIO_SAMPLES = 64
+SPATIO_SAMPLES = 128
 SPATIO_BATCH = 10
 
 Loaded = dict[str, np.ndarray]
@@ -69,46 +70,12 @@ class H5Set:
     name: str
     path: str
     arrays: dict[str, np.ndarray] = field(repr=False)
-    batches: list[np.ndarray] = field(repr=False)
     #: Bytes of the arrays over bytes stored for them.
     compression: float
 
     @property
     def sample_bytes(self) -> int:
         return sum(int(a[0].nbytes) for a in self.arrays.values())
-
-    def batch_cycle(self) -> Iterator[np.ndarray]:
-        """A fresh walk over the batches, from the first one."""
-        while True:
-            yield from self.batches
-
-
-def _sync_and_warm(path: str) -> None:
-    # Flush the writes so that writeback does not compete with the timed runs, then read the
-    # file once so that it is in the page cache.
-    os.sync()
-    with open(path, "rb") as f:
-        while f.read(1 << 24):
-            pass
-
-
-def _batches(n: int, k: int, seed: int) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return [rng.choice(n, k, replace=False) for _ in range(N_BATCHES)]
-
-
-def smooth_images(rng: np.random.Generator, n: int) -> np.ndarray:
-    """``n`` images of 3x256x256 uint8 whose rows are random walks (steps -3..3, mod 256).
-
-    Smooth like natural images: gzip compresses them about 1.5x, unlike uniform noise.
-    """
-    out = np.empty((n, *IMAGE_SHAPE), dtype=np.uint8)
-    for lo in range(0, n, 64):
-        hi = min(n, lo + 64)
-        steps = rng.integers(-3, 4, (hi - lo, *IMAGE_SHAPE), dtype=np.int16)
-        steps[..., 0] = rng.integers(0, 256, (hi - lo, *IMAGE_SHAPE[:-1]), dtype=np.int16)
-        out[lo:hi] = np.cumsum(steps, axis=-1, dtype=np.int16) % 256
-    return out
 
 
 _FILTERS: dict[str, dict[str, Any]] = {
@@ -120,17 +87,16 @@ _FILTERS: dict[str, dict[str, Any]] = {
 
 @pytest.fixture(scope="session")
 def h5_arrays() -> dict[str, np.ndarray]:
-    """The 512 samples every ``hdf5-*`` file holds."""
+    """The 2,048 samples every ``hdf5-*`` file holds; gzip compresses the images ~1.4x."""
     rng = np.random.default_rng(SEED + 20)
     return {
-        "images": smooth_images(rng, N_SAMPLES),
+        "images": smooth_images(rng, N_SAMPLES, IMAGE_SHAPE, max_step=3),
         "labels": rng.integers(0, 1000, N_SAMPLES, dtype=np.int64),
     }
 
 
 def _write_h5(path: Path, name: str, arrays: dict[str, np.ndarray]) -> H5Set:
     filters = _FILTERS[name]
-    stored = 0
     with h5py.File(path, "w") as f:
         images = f.create_dataset(
             "images", data=arrays["images"], chunks=(1, *IMAGE_SHAPE), **filters
@@ -139,15 +105,9 @@ def _write_h5(path: Path, name: str, arrays: dict[str, np.ndarray]) -> H5Set:
         # dataset must be chunked); uncompressed, contiguous.
         labels = f.create_dataset("labels", data=arrays["labels"], **filters)
         stored = images.id.get_storage_size() + labels.id.get_storage_size()
-    _sync_and_warm(str(path))
+    warm_page_cache([path])
     ratio = sum(a.nbytes for a in arrays.values()) / stored
-    return H5Set(
-        name=name,
-        path=str(path),
-        arrays=arrays,
-        batches=_batches(N_SAMPLES, BATCH, SEED + 21),
-        compression=round(ratio, 2),
-    )
+    return H5Set(name=name, path=str(path), arrays=arrays, compression=round(ratio, 2))
 
 
 @pytest.fixture(scope="session")
@@ -171,97 +131,27 @@ def h5_set(request: pytest.FixtureRequest) -> H5Set:
     return request.getfixturevalue(f"h5_{request.param.replace('-', '_')}")
 
 
-def _h5_batches(
-    benchmark: Any,
-    hs: H5Set,
-    role: str,
-    label: str,
-    load: Callable[[np.ndarray], Loaded],
-    *,
-    sort: bool = False,
-    **extra: Any,
-) -> None:
-    """Times ``load`` over the batches of ``hs`` and checks its last result.
+class SeedH5Dataset(Dataset):
+    """The seed users' Dataset: ``h5py.File`` opened inside ``__getitem__``, one sample of each
+    dataset read, as tensors (the seed's advice for DataLoader workers)."""
 
-    ``sort``: ``load`` returns the samples in sorted index order (h5py's fancy indexing).
-    """
-    batches = hs.batch_cycle()
+    def __init__(self, path: str, keys: list[str]) -> None:
+        self.path = path
+        self.keys = keys
 
-    def run() -> tuple[np.ndarray, Loaded]:
-        idx = next(batches)
-        return idx, load(idx)
-
-    idx, got = measure(
-        benchmark,
-        group=f"hdf5-{hs.name}",
-        role=role,
-        label=label,
-        samples=BATCH,
-        nbytes=BATCH * hs.sample_bytes,
-        fn=run,
-        compression=hs.compression,
-        **extra,
-    )
-    want = np.sort(idx) if sort else idx
-    assert set(got) == set(hs.arrays)
-    for k, a in hs.arrays.items():
-        assert got[k].dtype == a.dtype, k
-        np.testing.assert_array_equal(got[k], a[want], err_msg=k)
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        with h5py.File(self.path, "r") as f:
+            return {k: torch.from_numpy(np.asarray(f[k][i])) for k in self.keys}
 
 
 def _outs(hs: H5Set) -> Loaded:
     return {k: np.empty((BATCH, *a.shape[1:]), a.dtype) for k, a in hs.arrays.items()}
 
 
-@BATCHED
-def test_h5py_loop(benchmark: Any, h5_set: H5Set) -> None:
-    f = h5py.File(h5_set.path, "r")
-    ds = {k: f[k] for k in h5_set.arrays}
-
-    def load(idx: np.ndarray) -> Loaded:
-        return {k: np.stack([d[i] for i in idx]) for k, d in ds.items()}
-
-    label = "h5py loop: np.stack([d[i] for i in idx]) per dataset"
-    _h5_batches(benchmark, h5_set, "baseline", label, load)
-    f.close()
-
-
-@BATCHED
-def test_h5py_read_direct(benchmark: Any, h5_set: H5Set) -> None:
-    f = h5py.File(h5_set.path, "r")
-    ds = {k: f[k] for k in h5_set.arrays}
-    outs = _outs(h5_set)
-
-    def load(idx: np.ndarray) -> Loaded:
-        for k, d in ds.items():
-            out = outs[k]
-            for j, i in enumerate(idx):
-                d.read_direct(out, np.s_[i], np.s_[j])
-        return outs
-
-    label = "h5py read_direct(out, s_[i], s_[j]) per index, preallocated"
-    _h5_batches(benchmark, h5_set, "variant", label, load)
-    f.close()
-
-
-@SLOW
-def test_h5py_fancy(benchmark: Any, h5_raw: H5Set) -> None:
-    f = h5py.File(h5_raw.path, "r")
-    ds = {k: f[k] for k in h5_raw.arrays}
-
-    def load(idx: np.ndarray) -> Loaded:
-        order = np.sort(idx)
-        return {k: d[order] for k, d in ds.items()}
-
-    label = "h5py fancy indexing d[np.sort(idx)] per dataset"
-    _h5_batches(benchmark, h5_raw, "reference", label, load, sort=True)
-    f.close()
-
-
-@BATCHED
-def test_pread_2_threads(benchmark: Any, h5_raw: H5Set) -> None:
-    """The physical anchor: the same chunk bytes, read by plain ``preadv`` on two threads."""
-    with h5py.File(h5_raw.path, "r") as f:
+def _pread_anchor(hs: H5Set, fd: int) -> Variant:
+    """Two threads of plain ``os.preadv`` of each image chunk and label into preallocated
+    arrays: the same bytes as packread reads, without HDF5 or decoding."""
+    with h5py.File(hs.path, "r") as f:
         images, labels = f["images"], f["labels"]
         assert images.compression is None
         assert labels.chunks is None
@@ -269,12 +159,11 @@ def test_pread_2_threads(benchmark: Any, h5_raw: H5Set) -> None:
             images.id.get_chunk_info_by_coord((i, 0, 0, 0)).byte_offset for i in range(N_SAMPLES)
         ]
         labels_at = labels.id.get_offset()
-    image_bytes = h5_raw.arrays["images"][0].nbytes
-    outs = _outs(h5_raw)
+    image_bytes = hs.arrays["images"][0].nbytes
+    outs = _outs(hs)
     img_rows = outs["images"].reshape(BATCH, -1)
     lab_rows = outs["labels"].reshape(BATCH, 1)
-    fd = os.open(h5_raw.path, os.O_RDONLY)
-    pool = ThreadPoolExecutor(2)
+    pool = two_thread_pool()
 
     def one(j: int, i: int) -> None:
         got = os.preadv(fd, [img_rows[j]], addr[i])
@@ -286,30 +175,80 @@ def test_pread_2_threads(benchmark: Any, h5_raw: H5Set) -> None:
         return outs
 
     label = "2 threads of os.preadv of each chunk (+ label) into preallocated arrays"
-    _h5_batches(benchmark, h5_raw, "reference", label, load)
-    pool.shutdown()
-    os.close(fd)
+    return Variant("anchor", label, load)
 
 
-@BATCHED
-def test_packread(benchmark: Any, h5_set: H5Set) -> None:
+def test_h5(benchmark: Any, h5_set: H5Set) -> None:
+    raw = h5_set.name == "raw"
     reader = packread.HDF5Reader(h5_set.path)
     assert sorted(reader.keys()) == sorted(h5_set.arrays)
+    packread_outs, direct_outs = _outs(h5_set), _outs(h5_set)
+    fd = os.open(h5_set.path, os.O_RDONLY)
+    f = h5py.File(h5_set.path, "r")
+    ds = {k: f[k] for k in h5_set.arrays}
 
-    label = "HDF5Reader(path).batch(idx)"
-    _h5_batches(benchmark, h5_set, "packread", label, reader.batch)
+    def read_direct(idx: np.ndarray) -> Loaded:
+        for k, d in ds.items():
+            out = direct_outs[k]
+            for j, i in enumerate(idx):
+                d.read_direct(out, np.s_[i], np.s_[j])
+        return direct_outs
 
-
-@BATCHED
-def test_packread_out(benchmark: Any, h5_set: H5Set) -> None:
-    reader = packread.HDF5Reader(h5_set.path)
-    outs = _outs(h5_set)
-
-    def load(idx: np.ndarray) -> Loaded:
-        return reader.batch(idx, out=outs)
-
-    label = "HDF5Reader(path).batch(idx, out=preallocated)"
-    _h5_batches(benchmark, h5_set, "packread", label, load)
+    seed_ds = SeedH5Dataset(h5_set.path, list(h5_set.arrays))
+    variants = [
+        Variant(
+            "baseline",
+            "h5py loop: np.stack([d[i] for i in idx]) per dataset",
+            lambda idx: {k: np.stack([d[i] for i in idx]) for k, d in ds.items()},
+        ),
+        Variant(
+            "reference",
+            "seed Dataset: h5py.File opened per item + default_collate",
+            lambda idx: default_collate([seed_ds[int(i)] for i in idx]),
+        ),
+        Variant(
+            "variant", "h5py read_direct(out, s_[i], s_[j]) per index, preallocated", read_direct
+        ),
+    ]
+    if raw:
+        variants += [
+            Variant(
+                "variant",
+                "h5py fancy indexing d[np.sort(idx)] per dataset",
+                lambda idx: {k: d[np.sort(idx)] for k, d in ds.items()},
+                max_rounds=3,
+                note="returns the samples in sorted order (checked as such); 3 timed rounds",
+                check=expect_rows(h5_set.arrays, sort=True),
+            ),
+            _pread_anchor(h5_set, fd),
+            *gather_limits(h5_set.arrays),
+        ]
+    variants += [
+        Variant("packread", "HDF5Reader(path).batch(idx)", reader.batch),
+        Variant(
+            "packread",
+            "HDF5Reader(path).batch(idx, out=preallocated)",
+            lambda idx: reader.batch(idx, out=packread_outs),
+        ),
+    ]
+    try:
+        with torch_threads(1):  # as in the DataLoader workers the seed Dataset runs in
+            compare(
+                benchmark,
+                group=f"hdf5-{h5_set.name}",
+                variants=variants,
+                batches=fresh_batches(N_SAMPLES, BATCH, SEED + 300),
+                check=expect_rows(h5_set.arrays),
+                samples=BATCH,
+                nbytes=BATCH * h5_set.sample_bytes,
+                compression=h5_set.compression,
+                note=TORCH_NOTE,
+                # Fancy indexing's three rounds take ~5 s of the time budget.
+                max_time=14.0 if raw else 8.0,
+            )
+    finally:
+        f.close()
+        os.close(fd)
 
 
 # --- the spatiotemporal seed's layout ----------------------------------------------------------
@@ -330,15 +269,14 @@ def wave_sequences(n: int) -> np.ndarray:
     rng = np.random.default_rng(SEED + 30)
     t_len, h, w = SPATIO_SHAPE
     yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    front = (10.0 + 6.0 * np.arange(t_len, dtype=np.float32))[:, None, None]
     out = np.empty((n, *SPATIO_SHAPE), dtype=np.float32)
     for s in range(n):
         cy, cx = rng.uniform(40, 144, 2)
         k = rng.uniform(0.3, 0.6)
         r = np.hypot(yy - cy, xx - cx)
-        for t in range(t_len):
-            front = 10.0 + 6.0 * t
-            amp = np.exp(-np.float32(0.02) * r) * (r < front)
-            out[s, t] = (amp * np.sin(k * (r - front))).astype(np.float32)
+        amp = np.exp(-np.float32(0.02) * r) * (r < front)
+        out[s] = amp * np.sin(k * (r - front))
     return out
 
 
@@ -352,7 +290,7 @@ def _write_spatio(path: Path, case: str, data: np.ndarray, chunks: Any) -> Spati
         d = f.create_dataset("data", data=data, chunks=chunks, compression="lzf")
         got_chunks = d.chunks
         stored = d.id.get_storage_size()
-    _sync_and_warm(str(path))
+    warm_page_cache([path])
     return SpatioFile(
         case=case,
         path=str(path),
@@ -378,50 +316,32 @@ def spatio(request: pytest.FixtureRequest, spatio_files: dict[str, SpatioFile]) 
     return spatio_files[request.param]
 
 
-def _spatio(
-    benchmark: Any, sf: SpatioFile, role: str, label: str, load: Callable[[np.ndarray], Any]
-) -> None:
-    batches = itertools.cycle(_batches(SPATIO_SAMPLES, SPATIO_BATCH, SEED + 31))
-
-    def run() -> tuple[np.ndarray, np.ndarray]:
-        idx = next(batches)
-        return idx, load(idx)
-
-    extra = {}
-    if role == "baseline":
-        extra["note"] = (
-            f"LZF, chunks {sf.chunks}; samples {SPATIO_SHAPE} float32 (the seed's 100 frames "
-            f"scaled down to {SPATIO_SHAPE[0]}), {SPATIO_SAMPLES} samples, {SPATIO_BATCH} a batch"
-        )
-    idx, got = measure(
-        benchmark,
-        group="hdf5-spatiotemporal",
-        role=role,
-        label=label,
-        case=sf.case,
-        samples=SPATIO_BATCH,
-        nbytes=SPATIO_BATCH * sf.data[0].nbytes,
-        fn=run,
-        compression=sf.compression,
-        **extra,
-    )
-    assert got.dtype == np.float32
-    np.testing.assert_array_equal(got, sf.data[idx])
-
-
-@SPATIO
-def test_spatio_h5py_loop(benchmark: Any, spatio: SpatioFile) -> None:
-    f = h5py.File(spatio.path, "r")
-    d = f["data"]
-
-    def load(idx: np.ndarray) -> np.ndarray:
-        return np.stack([d[i] for i in idx])
-
-    _spatio(benchmark, spatio, "baseline", "h5py loop: np.stack([d[i] for i in idx])", load)
-    f.close()
-
-
-@SPATIO
-def test_spatio_packread(benchmark: Any, spatio: SpatioFile) -> None:
+def test_spatio(benchmark: Any, spatio: SpatioFile) -> None:
     reader = packread.HDF5Reader(spatio.path, "data")
-    _spatio(benchmark, spatio, "packread", "HDF5Reader(path, 'data').batch(idx)", reader.batch)
+    with h5py.File(spatio.path, "r") as f:
+        d = f["data"]
+        compare(
+            benchmark,
+            group="hdf5-spatiotemporal",
+            case=spatio.case,
+            variants=[
+                Variant(
+                    "baseline",
+                    "h5py loop: np.stack([d[i] for i in idx])",
+                    lambda idx: np.stack([d[i] for i in idx]),
+                ),
+                Variant("packread", "HDF5Reader(path, 'data').batch(idx)", reader.batch),
+            ],
+            batches=fresh_batches(SPATIO_SAMPLES, SPATIO_BATCH, SEED + 310),
+            check=expect_rows(spatio.data),
+            samples=SPATIO_BATCH,
+            nbytes=SPATIO_BATCH * spatio.data[0].nbytes,
+            min_rounds=5,
+            warmup_rounds=1,
+            compression=spatio.compression,
+            note=(
+                f"LZF, chunks {spatio.chunks}; samples {SPATIO_SHAPE} float32 (the seed's 100 "
+                f"frames scaled down to {SPATIO_SHAPE[0]}), {SPATIO_SAMPLES} samples, "
+                f"{SPATIO_BATCH} a batch"
+            ),
+        )

@@ -1,67 +1,45 @@
 """NPY benchmarks: packread beside the numpy (and seed-style torch Dataset) code it replaces.
 
-Every group holds one ``role='baseline'`` entry, optionally a ``role='reference'`` entry (the
-seed users' own Dataset loop) and the ``role='packread'`` entries; ``benches/report.py`` pairs
-them by ``group`` and ``extra_info['case']``. Every benchmark checks the result of its last
-timed call against the arrays that were written, so a broken path cannot be timed silently.
-With ``--benchmark-disable`` each one runs once, as a quick correctness pass.
+One test per comparison: ``conftest.compare`` runs the baseline, the references, the physical
+limit and packread interleaved round by round, each call on a fresh random batch, and checks
+every variant's result (see conftest's docstring for the rules). Groups:
+
+- ``npy-folder-img``: 2,048 files of 3x256x256 uint8 (403 MB); ``npy-folder-rows``: 1,024 files
+  of 100,000 float32 (the seed's layout, 410 MB). A call reads 64 random samples. Baseline
+  ``np.stack([np.load(p) for p in ...])``; reference: the seed users' Dataset
+  (``torch.from_numpy(np.load(path))`` per item, ``torch.stack``); limit: numpy gather-copy of
+  the same rows from RAM; packread ``NpyReader.batch(idx)`` and with ``out=``.
+- ``npy-bytes`` / ``npy-file``: one array from ``bytes`` in memory or from a path (no batches:
+  per-call cost), ``np.load`` against ``packread.load_npy``.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
+import itertools
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pytest
 import torch
-from conftest import measure
+from conftest import (
+    BATCH,
+    SEED,
+    SMALL_CALLS,
+    TORCH_NOTE,
+    Variant,
+    compare,
+    expect_arrays,
+    expect_rows,
+    fresh_batches,
+    gather_limits,
+    torch_threads,
+)
 from torch.utils.data import Dataset
 
 import packread
 
 if TYPE_CHECKING:
     from conftest import NpyBlob, NpyFolder
-
-#: Folder benchmarks: a few untimed rounds first, and enough rounds for a stable median.
-FOLDER = pytest.mark.benchmark(min_rounds=20, warmup=True, warmup_iterations=3)
-
-
-def _folder(benchmark: Any, folder: NpyFolder, role: str, label: str, load: Callable) -> None:
-    batches = folder.batch_cycle()
-    n = len(folder.batches[0])
-
-    def run() -> tuple[np.ndarray, Any]:
-        idx = next(batches)
-        return idx, load(idx)
-
-    idx, got = measure(
-        benchmark,
-        group=f"npy-folder-{folder.name}",
-        role=role,
-        label=label,
-        samples=n,
-        nbytes=n * folder.sample_bytes,
-        fn=run,
-    )
-    if isinstance(got, torch.Tensor):
-        got = got.numpy()
-    assert got.dtype == folder.data.dtype
-    np.testing.assert_array_equal(got, folder.data[idx])
-
-
-# --- folders of .npy files, one sample per file, batches of 64 random indices --------------
-
-
-@FOLDER
-def test_folder_np_load_stack(benchmark: Any, npy_folder: NpyFolder) -> None:
-    paths = npy_folder.paths
-
-    def load(idx: np.ndarray) -> np.ndarray:
-        return np.stack([np.load(paths[i]) for i in idx])
-
-    _folder(benchmark, npy_folder, "baseline", "np.load loop + np.stack", load)
 
 
 class SeedNpyDataset(Dataset):
@@ -77,94 +55,70 @@ class SeedNpyDataset(Dataset):
         return torch.from_numpy(np.load(self.paths[i]))
 
 
-@FOLDER
-def test_folder_seed_dataset(benchmark: Any, npy_folder: NpyFolder) -> None:
-    ds = SeedNpyDataset(npy_folder.paths)
+def test_folder(benchmark: Any, npy_folder: NpyFolder) -> None:
+    paths = npy_folder.paths
+    seed_ds = SeedNpyDataset(paths)
+    reader = packread.NpyReader(paths)
+    out = np.empty((BATCH, *reader.shape), dtype=reader.dtype)
+    variants = [
+        Variant(
+            "baseline",
+            "np.load loop + np.stack",
+            lambda idx: np.stack([np.load(paths[i]) for i in idx]),
+        ),
+        Variant(
+            "reference",
+            "seed Dataset: np.load per item + torch.stack",
+            lambda idx: torch.stack([seed_ds[int(i)] for i in idx]),
+        ),
+        *gather_limits(npy_folder.data),
+        Variant("packread", "NpyReader.batch(idx)", reader.batch),
+        Variant("packread", "NpyReader.batch(idx, out=buf)", lambda i: reader.batch(i, out=out)),
+    ]
+    with torch_threads(1):  # as in the DataLoader workers the seed Dataset runs in
+        compare(
+            benchmark,
+            group=f"npy-folder-{npy_folder.name}",
+            variants=variants,
+            batches=fresh_batches(len(paths), BATCH, SEED + 100),
+            check=expect_rows(npy_folder.data),
+            samples=BATCH,
+            nbytes=BATCH * npy_folder.sample_bytes,
+            note=TORCH_NOTE,
+        )
 
-    def load(idx: np.ndarray) -> torch.Tensor:
-        return torch.stack([ds[int(i)] for i in idx])
 
-    _folder(
-        benchmark, npy_folder, "reference", "seed Dataset: np.load per item + torch.stack", load
-    )
-
-
-@FOLDER
-def test_folder_packread_batch(benchmark: Any, npy_folder: NpyFolder) -> None:
-    reader = packread.NpyReader(npy_folder.paths)
-    _folder(benchmark, npy_folder, "packread", "NpyReader.batch(idx)", reader.batch)
-
-
-@FOLDER
-def test_folder_packread_batch_out(benchmark: Any, npy_folder: NpyFolder) -> None:
-    reader = packread.NpyReader(npy_folder.paths)
-    out = np.empty((len(npy_folder.batches[0]), *reader.shape), dtype=reader.dtype)
-
-    def load(idx: np.ndarray) -> np.ndarray:
-        return reader.batch(idx, out=out)
-
-    _folder(benchmark, npy_folder, "packread", "NpyReader.batch(idx, out=buf)", load)
-
-
-# --- one array from bytes in memory ---------------------------------------------------------
-
-
-def _single(
-    benchmark: Any, group: str, blob: NpyBlob, role: str, label: str, fn: Callable[[], Any]
-) -> None:
-    got = measure(
+def test_bytes(benchmark: Any, npy_blob: NpyBlob) -> None:
+    b = npy_blob.blob
+    compare(
         benchmark,
-        group=group,
-        role=role,
-        label=label,
-        case=blob.case,
+        group="npy-bytes",
+        case=npy_blob.case,
+        variants=[
+            Variant("baseline", "np.load(io.BytesIO(b))", lambda _: np.load(io.BytesIO(b))),
+            Variant("packread", "packread.load_npy(b)", lambda _: packread.load_npy(b)),
+        ],
+        batches=itertools.repeat(None),
+        check=expect_arrays(npy_blob.array),
         samples=1,
-        nbytes=blob.array.nbytes,
-        fn=fn,
-    )
-    assert got.dtype == blob.array.dtype
-    np.testing.assert_array_equal(got, blob.array)
-
-
-def test_bytes_np_load(benchmark: Any, npy_blob: NpyBlob) -> None:
-    b = npy_blob.blob
-    _single(
-        benchmark,
-        "npy-bytes",
-        npy_blob,
-        "baseline",
-        "np.load(io.BytesIO(b))",
-        lambda: np.load(io.BytesIO(b)),
+        nbytes=npy_blob.array.nbytes,
+        **SMALL_CALLS,
     )
 
 
-def test_bytes_packread(benchmark: Any, npy_blob: NpyBlob) -> None:
-    b = npy_blob.blob
-    _single(
-        benchmark,
-        "npy-bytes",
-        npy_blob,
-        "packread",
-        "packread.load_npy(b)",
-        lambda: packread.load_npy(b),
-    )
-
-
-# --- one array from a file (not in the brief's list, but the same API from a path) ----------
-
-
-def test_file_np_load(benchmark: Any, npy_blob: NpyBlob) -> None:
+def test_file(benchmark: Any, npy_blob: NpyBlob) -> None:
     p = npy_blob.path
-    _single(benchmark, "npy-file", npy_blob, "baseline", "np.load(path)", lambda: np.load(p))
-
-
-def test_file_packread(benchmark: Any, npy_blob: NpyBlob) -> None:
-    p = npy_blob.path
-    _single(
+    compare(
         benchmark,
-        "npy-file",
-        npy_blob,
-        "packread",
-        "packread.load_npy(path)",
-        lambda: packread.load_npy(p),
+        group="npy-file",
+        case=npy_blob.case,
+        variants=[
+            Variant("baseline", "np.load(path)", lambda _: np.load(p)),
+            Variant("packread", "packread.load_npy(path)", lambda _: packread.load_npy(p)),
+        ],
+        batches=itertools.repeat(None),
+        check=expect_arrays(npy_blob.array),
+        samples=1,
+        nbytes=npy_blob.array.nbytes,
+        **SMALL_CALLS,
     )

@@ -81,7 +81,7 @@ def _expected(w: Workload) -> np.ndarray:
     parts = []
     for lo in range(0, w.n, 256):
         got = reader.batch(range(lo, min(lo + 256, w.n)))
-        parts.append(fingerprints(got["images"] if isinstance(got, dict) else got))
+        parts.append(fingerprints(_images(got)))
     return np.sort(np.concatenate(parts))
 
 

@@ -1,117 +1,58 @@
 """ZIP and NPZ benchmarks: packread beside the zipfile / numpy / SPDL code it replaces.
 
-Groups (512 samples of 3x256x256 uint8 each, batches of 64 random indices, warm page cache):
+One test per comparison (``conftest.compare``: variants interleaved round by round, a fresh
+random batch of 64 every call, every result checked; see conftest's docstring). Samples are
+3x256x256 uint8 (196 KB) "smooth" images (rows of random walks, so DEFLATE has work to do):
 
-- ``zip-raw-stored`` / ``zip-raw-deflated``: one ZIP of raw (``tobytes``) members, stored or
-  ZIP_DEFLATED. Baseline: the seed's ``MultiWorkerZIPDataset`` read path with its one kept-open
-  ``ZipFile`` handle, ``zf.open(name).read()`` + ``np.frombuffer(...).reshape`` per sample and
-  ``np.stack``; variant: the same with ``zf.read(name)``; reference: that Dataset class itself
-  (``torch.tensor`` copy per item, ``torch.stack`` as the DataLoader's collate does).
-- ``zip-npy-members``: one ZIP of ``.npy`` members; baseline
-  ``np.load(io.BytesIO(zf.read(name)))`` per sample + ``np.stack``.
-- ``npz-files`` / ``npz-files-compressed``: 512 NPZ files (``np.savez`` /
-  ``np.savez_compressed``) of ``image`` 3x256x256 uint8 and ``mask`` 256x256 bool. Baseline:
-  ``np.load(path)`` per file, both keys read, ``np.stack`` per key; reference: SPDL's
+- ``zip-raw-stored`` / ``zip-raw-deflated``: one ZIP of 2,048 raw (``tobytes``) members (403
+  MB), stored or ZIP_DEFLATED. Baseline: the seed's ``MultiWorkerZIPDataset`` read path with its
+  one kept-open ``ZipFile``, ``zf.open(name).read()`` + ``np.frombuffer(...).reshape`` per sample
+  and ``np.stack``; variant: the same with ``zf.read(name)``; reference: that Dataset class itself
+  (``torch.tensor`` copy per item, ``torch.stack`` as the DataLoader's collate does); limit
+  (stored only): numpy gather-copy of the same rows from RAM. packread by name, with ``out=``,
+  by position, and (for information: zipfile checks every CRC-32) with ``verify_crc=False``.
+- ``zip-npy-members``: one ZIP of 2,048 ``.npy`` members, stored; baseline
+  ``np.load(io.BytesIO(zf.read(name)))`` per sample + ``np.stack``; limit as above.
+- ``npz-files`` / ``npz-files-compressed``: 1,536 NPZ files (``np.savez`` /
+  ``np.savez_compressed``) of ``image`` 3x256x256 uint8 and ``mask`` 256x256 bool (403 MB).
+  Baseline: ``np.load(path)`` per file, both keys read, ``np.stack`` per key; reference: SPDL's
   ``spdl.io.load_npz`` of the file's bytes (read from the page cache on every call, as SPDL's
-  own benchmark does) + ``np.stack``.
+  own benchmark does) + ``np.stack``; limit (stored only) as above.
 - ``npz-bytes``: one NPZ already in memory: ``packread.load_npz(b)`` against
   ``dict(np.load(io.BytesIO(b)))`` and ``dict(spdl.io.load_npz(b))`` (``dict`` reads every
   array, so the lazy loaders do their work too).
-
-Roles as in ``test_bench_npy.py``: one ``baseline`` per group, ``variant`` (another spelling of
-the baseline), ``reference`` and ``packread``; ``benches/report.py`` pairs them. Every benchmark
-checks the result of its last timed call against the arrays that were written (which is also
-what the baseline returns), so a broken path cannot be timed silently.
 """
 
 from __future__ import annotations
 
 import io
+import itertools
 import zipfile
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pytest
 import spdl.io
 import torch
-from conftest import IMAGE_SHAPE, measure
+from conftest import (
+    BATCH,
+    IMAGE_SHAPE,
+    SEED,
+    SMALL_CALLS,
+    TORCH_NOTE,
+    Variant,
+    compare,
+    expect_arrays,
+    expect_rows,
+    fresh_batches,
+    gather_limits,
+    torch_threads,
+)
 from torch.utils.data import Dataset, get_worker_info
 
 import packread
 
 if TYPE_CHECKING:
     from conftest import NpzBlob, NpzFolder, ZipSet
-
-#: Batch benchmarks: a few untimed rounds first, and enough rounds for a stable median.
-BATCHED = pytest.mark.benchmark(min_rounds=20, warmup=True, warmup_iterations=3)
-
-
-def _zip_batches(
-    benchmark: Any, group: str, zs: ZipSet, role: str, label: str, load: Callable, **extra: Any
-) -> None:
-    batches = zs.batch_cycle()
-    n = len(zs.batches[0])
-
-    def run() -> tuple[np.ndarray, Any]:
-        idx = next(batches)
-        return idx, load(idx)
-
-    idx, got = measure(
-        benchmark,
-        group=group,
-        role=role,
-        label=label,
-        samples=n,
-        nbytes=n * zs.sample_bytes,
-        fn=run,
-        compression=zs.compression,
-        **extra,
-    )
-    if isinstance(got, torch.Tensor):
-        got = got.numpy()
-    assert got.dtype == zs.data.dtype
-    np.testing.assert_array_equal(got, zs.data[idx])
-
-
-# --- one ZIP of raw members --------------------------------------------------------------------
-
-
-def _raw_group(zs: ZipSet) -> str:
-    return f"zip-raw-{zs.name}"
-
-
-@BATCHED
-def test_raw_zipfile_open_read(benchmark: Any, zip_raw: ZipSet) -> None:
-    zf = zipfile.ZipFile(zip_raw.path)
-    names = zip_raw.names
-
-    def load(idx: np.ndarray) -> np.ndarray:
-        return np.stack(
-            [
-                np.frombuffer(zf.open(names[i]).read(), dtype=np.uint8).reshape(IMAGE_SHAPE)
-                for i in idx
-            ]
-        )
-
-    label = "zf.open(name).read() + np.frombuffer.reshape loop + np.stack"
-    _zip_batches(benchmark, _raw_group(zip_raw), zip_raw, "baseline", label, load)
-    zf.close()
-
-
-@BATCHED
-def test_raw_zipfile_read(benchmark: Any, zip_raw: ZipSet) -> None:
-    zf = zipfile.ZipFile(zip_raw.path)
-    names = zip_raw.names
-
-    def load(idx: np.ndarray) -> np.ndarray:
-        return np.stack(
-            [np.frombuffer(zf.read(names[i]), dtype=np.uint8).reshape(IMAGE_SHAPE) for i in idx]
-        )
-
-    label = "zf.read(name) + np.frombuffer.reshape loop + np.stack"
-    _zip_batches(benchmark, _raw_group(zip_raw), zip_raw, "variant", label, load)
-    zf.close()
 
 
 class SeedZipDataset(Dataset):
@@ -150,154 +91,118 @@ class SeedZipDataset(Dataset):
             handle.close()
 
 
-@BATCHED
-def test_raw_seed_dataset(benchmark: Any, zip_raw: ZipSet) -> None:
-    ds = SeedZipDataset(zip_raw.path, zip_raw.names, IMAGE_SHAPE)
-
-    def load(idx: np.ndarray) -> torch.Tensor:
-        return torch.stack([ds[int(i)] for i in idx])
-
-    label = "seed MultiWorkerZIPDataset: per item + torch.stack"
-    _zip_batches(benchmark, _raw_group(zip_raw), zip_raw, "reference", label, load)
-    ds.close()
-
-
-@BATCHED
-def test_raw_packread_names(benchmark: Any, zip_raw: ZipSet) -> None:
-    reader = packread.ZipReader(zip_raw.path)
-    names = zip_raw.names
-
-    def load(idx: np.ndarray) -> np.ndarray:
-        return reader.batch([names[i] for i in idx], dtype=np.uint8, shape=IMAGE_SHAPE)
-
-    label = "ZipReader.batch(names, dtype, shape)"
-    _zip_batches(benchmark, _raw_group(zip_raw), zip_raw, "packread", label, load)
-
-
-@BATCHED
-def test_raw_packread_names_out(benchmark: Any, zip_raw: ZipSet) -> None:
-    reader = packread.ZipReader(zip_raw.path)
-    names = zip_raw.names
-    out = np.empty((len(zip_raw.batches[0]), *IMAGE_SHAPE), dtype=np.uint8)
-
-    def load(idx: np.ndarray) -> np.ndarray:
-        return reader.batch([names[i] for i in idx], dtype=np.uint8, shape=IMAGE_SHAPE, out=out)
-
-    label = "ZipReader.batch(names, dtype, shape, out=buf)"
-    _zip_batches(benchmark, _raw_group(zip_raw), zip_raw, "packread", label, load)
-
-
-@BATCHED
-def test_raw_packread_positions(benchmark: Any, zip_raw: ZipSet) -> None:
-    reader = packread.ZipReader(zip_raw.path)
-
-    def load(idx: np.ndarray) -> np.ndarray:
-        return reader.batch(idx, dtype=np.uint8, shape=IMAGE_SHAPE)
-
-    label = "ZipReader.batch(positions, dtype, shape)"
-    _zip_batches(benchmark, _raw_group(zip_raw), zip_raw, "packread", label, load)
-
-
-@BATCHED
-def test_raw_packread_positions_no_crc(benchmark: Any, zip_raw: ZipSet) -> None:
-    # Not a replacement for the baseline (zipfile checks every CRC-32): what the check costs.
-    reader = packread.ZipReader(zip_raw.path, verify_crc=False)
-
-    def load(idx: np.ndarray) -> np.ndarray:
-        return reader.batch(idx, dtype=np.uint8, shape=IMAGE_SHAPE)
-
-    label = "ZipReader(verify_crc=False).batch(positions, dtype, shape)"
-    _zip_batches(
+def _zip_compare(
+    benchmark: Any, group: str, zs: ZipSet, variants: list[Variant], **extra: Any
+) -> None:
+    compare(
         benchmark,
-        _raw_group(zip_raw),
-        zip_raw,
-        "packread",
-        label,
-        load,
-        note="CRC-32 not checked (the baseline checks it)",
+        group=group,
+        variants=variants,
+        batches=fresh_batches(len(zs.names), BATCH, SEED + 200),
+        check=expect_rows(zs.data),
+        samples=BATCH,
+        nbytes=BATCH * zs.sample_bytes,
+        compression=zs.compression,
+        **extra,
     )
+
+
+# --- one ZIP of raw members --------------------------------------------------------------------
+
+
+def test_raw(benchmark: Any, zip_raw: ZipSet) -> None:
+    names = zip_raw.names
+    reader = packread.ZipReader(zip_raw.path)
+    reader_no_crc = packread.ZipReader(zip_raw.path, verify_crc=False)
+    out = np.empty((BATCH, *IMAGE_SHAPE), dtype=np.uint8)
+    seed_ds = SeedZipDataset(zip_raw.path, names, IMAGE_SHAPE)
+
+    def frombuffer(b: bytes) -> np.ndarray:
+        return np.frombuffer(b, dtype=np.uint8).reshape(IMAGE_SHAPE)
+
+    def by_name(idx: np.ndarray, **kw: Any) -> np.ndarray:
+        return reader.batch([names[i] for i in idx], dtype=np.uint8, shape=IMAGE_SHAPE, **kw)
+
+    with zipfile.ZipFile(zip_raw.path) as zf:
+        variants = [
+            Variant(
+                "baseline",
+                "zf.open(name).read() + np.frombuffer.reshape loop + np.stack",
+                lambda idx: np.stack([frombuffer(zf.open(names[i]).read()) for i in idx]),
+            ),
+            Variant(
+                "variant",
+                "zf.read(name) + np.frombuffer.reshape loop + np.stack",
+                lambda idx: np.stack([frombuffer(zf.read(names[i])) for i in idx]),
+            ),
+            Variant(
+                "reference",
+                "seed MultiWorkerZIPDataset: per item + torch.stack",
+                lambda idx: torch.stack([seed_ds[int(i)] for i in idx]),
+            ),
+            *(gather_limits(zip_raw.data) if zip_raw.name == "stored" else []),
+            Variant("packread", "ZipReader.batch(names, dtype, shape)", by_name),
+            Variant(
+                "packread",
+                "ZipReader.batch(names, dtype, shape, out=buf)",
+                lambda idx: by_name(idx, out=out),
+            ),
+            Variant(
+                "packread",
+                "ZipReader.batch(positions, dtype, shape)",
+                lambda idx: reader.batch(idx, dtype=np.uint8, shape=IMAGE_SHAPE),
+            ),
+            Variant(
+                "packread",
+                "ZipReader(verify_crc=False).batch(positions, dtype, shape)",
+                lambda idx: reader_no_crc.batch(idx, dtype=np.uint8, shape=IMAGE_SHAPE),
+                note="CRC-32 not checked (the baseline checks it)",
+            ),
+        ]
+        with torch_threads(1):  # as in the DataLoader workers the seed Dataset runs in
+            _zip_compare(benchmark, f"zip-raw-{zip_raw.name}", zip_raw, variants, note=TORCH_NOTE)
+    seed_ds.close()
 
 
 # --- one ZIP of .npy members -------------------------------------------------------------------
 
 
-@BATCHED
-def test_npy_members_np_load(benchmark: Any, zip_npy: ZipSet) -> None:
-    zf = zipfile.ZipFile(zip_npy.path)
+def test_npy_members(benchmark: Any, zip_npy: ZipSet) -> None:
     names = zip_npy.names
-
-    def load(idx: np.ndarray) -> np.ndarray:
-        return np.stack([np.load(io.BytesIO(zf.read(names[i]))) for i in idx])
-
-    label = "np.load(io.BytesIO(zf.read(name))) loop + np.stack"
-    _zip_batches(benchmark, "zip-npy-members", zip_npy, "baseline", label, load)
-    zf.close()
-
-
-@BATCHED
-def test_npy_members_packread(benchmark: Any, zip_npy: ZipSet) -> None:
     reader = packread.ZipReader(zip_npy.path)
-    names = zip_npy.names
-
-    def load(idx: np.ndarray) -> np.ndarray:
-        return reader.batch([names[i] for i in idx])
-
-    label = "ZipReader.batch(names)"
-    _zip_batches(benchmark, "zip-npy-members", zip_npy, "packread", label, load)
-
-
-@BATCHED
-def test_npy_members_packread_out(benchmark: Any, zip_npy: ZipSet) -> None:
-    reader = packread.ZipReader(zip_npy.path)
-    names = zip_npy.names
-    out = np.empty((len(zip_npy.batches[0]), *IMAGE_SHAPE), dtype=np.uint8)
-
-    def load(idx: np.ndarray) -> np.ndarray:
-        return reader.batch([names[i] for i in idx], out=out)
-
-    label = "ZipReader.batch(names, out=buf)"
-    _zip_batches(benchmark, "zip-npy-members", zip_npy, "packread", label, load)
+    out = np.empty((BATCH, *IMAGE_SHAPE), dtype=np.uint8)
+    with zipfile.ZipFile(zip_npy.path) as zf:
+        variants = [
+            Variant(
+                "baseline",
+                "np.load(io.BytesIO(zf.read(name))) loop + np.stack",
+                lambda idx: np.stack([np.load(io.BytesIO(zf.read(names[i]))) for i in idx]),
+            ),
+            *gather_limits(zip_npy.data),
+            Variant(
+                "packread",
+                "ZipReader.batch(names)",
+                lambda idx: reader.batch([names[i] for i in idx]),
+            ),
+            Variant(
+                "packread",
+                "ZipReader.batch(names, out=buf)",
+                lambda idx: reader.batch([names[i] for i in idx], out=out),
+            ),
+        ]
+        _zip_compare(benchmark, "zip-npy-members", zip_npy, variants)
 
 
 # --- many NPZ files, one sample each -----------------------------------------------------------
 
 
-def _npz_group(folder: NpzFolder) -> str:
-    return "npz-files" if folder.name == "stored" else f"npz-files-{folder.name}"
-
-
-def _npz_batches(
-    benchmark: Any, folder: NpzFolder, role: str, label: str, load: Callable, **extra: Any
-) -> None:
-    batches = folder.batch_cycle()
-    n = len(folder.batches[0])
-
-    def run() -> tuple[np.ndarray, Any]:
-        idx = next(batches)
-        return idx, load(idx)
-
-    idx, got = measure(
-        benchmark,
-        group=_npz_group(folder),
-        role=role,
-        label=label,
-        samples=n,
-        nbytes=n * folder.sample_bytes,
-        fn=run,
-        compression=folder.compression,
-        **extra,
-    )
-    assert sorted(got) == sorted(folder.arrays)
-    for key, expected in folder.arrays.items():
-        assert got[key].dtype == expected.dtype, key
-        np.testing.assert_array_equal(got[key], expected[idx], err_msg=key)
-
-
-@BATCHED
-def test_npz_np_load(benchmark: Any, npz_folder: NpzFolder) -> None:
+def test_npz_files(benchmark: Any, npz_folder: NpzFolder) -> None:
     paths = npz_folder.paths
+    reader = packread.NpzReader(paths)
+    keys = reader.keys()
+    outs = {k: np.empty((BATCH, *reader.shape(k)), dtype=reader.dtype(k)) for k in keys}
 
-    def load(idx: np.ndarray) -> dict[str, np.ndarray]:
+    def np_load(idx: np.ndarray) -> dict[str, np.ndarray]:
         images, masks = [], []
         for i in idx:
             with np.load(paths[i]) as z:
@@ -305,15 +210,7 @@ def test_npz_np_load(benchmark: Any, npz_folder: NpzFolder) -> None:
                 masks.append(z["mask"])
         return {"image": np.stack(images), "mask": np.stack(masks)}
 
-    label = "np.load(path)[key] loop (both keys, one open per file) + np.stack"
-    _npz_batches(benchmark, npz_folder, "baseline", label, load)
-
-
-@BATCHED
-def test_npz_spdl(benchmark: Any, npz_folder: NpzFolder) -> None:
-    paths = npz_folder.paths
-
-    def load(idx: np.ndarray) -> dict[str, np.ndarray]:
+    def spdl_load(idx: np.ndarray) -> dict[str, np.ndarray]:
         images, masks = [], []
         for i in idx:
             with open(paths[i], "rb") as f:
@@ -322,65 +219,54 @@ def test_npz_spdl(benchmark: Any, npz_folder: NpzFolder) -> None:
             masks.append(z["mask"])
         return {"image": np.stack(images), "mask": np.stack(masks)}
 
-    label = "spdl.io.load_npz(open(path).read())[key] loop + np.stack"
-    _npz_batches(benchmark, npz_folder, "reference", label, load)
-
-
-@BATCHED
-def test_npz_packread(benchmark: Any, npz_folder: NpzFolder) -> None:
-    reader = packread.NpzReader(npz_folder.paths)
-    _npz_batches(benchmark, npz_folder, "packread", "NpzReader.batch(idx)", reader.batch)
-
-
-@BATCHED
-def test_npz_packread_out(benchmark: Any, npz_folder: NpzFolder) -> None:
-    reader = packread.NpzReader(npz_folder.paths)
-    n = len(npz_folder.batches[0])
-    keys = reader.keys()
-    out = {k: np.empty((n, *reader.shape(k)), dtype=reader.dtype(k)) for k in keys}
-
-    def load(idx: np.ndarray) -> dict[str, np.ndarray]:
-        return reader.batch(idx, out=out)
-
-    _npz_batches(benchmark, npz_folder, "packread", "NpzReader.batch(idx, out=bufs)", load)
+    stored = npz_folder.name == "stored"
+    compare(
+        benchmark,
+        group="npz-files" if stored else f"npz-files-{npz_folder.name}",
+        variants=[
+            Variant(
+                "baseline",
+                "np.load(path)[key] loop (both keys, one open per file) + np.stack",
+                np_load,
+            ),
+            Variant(
+                "reference", "spdl.io.load_npz(open(path).read())[key] loop + np.stack", spdl_load
+            ),
+            *(gather_limits(npz_folder.arrays) if stored else []),
+            Variant("packread", "NpzReader.batch(idx)", reader.batch),
+            Variant(
+                "packread",
+                "NpzReader.batch(idx, out=bufs)",
+                lambda idx: reader.batch(idx, out=outs),
+            ),
+        ],
+        batches=fresh_batches(len(paths), BATCH, SEED + 210),
+        check=expect_rows(npz_folder.arrays),
+        samples=BATCH,
+        nbytes=BATCH * npz_folder.sample_bytes,
+        compression=npz_folder.compression,
+    )
 
 
 # --- one NPZ from bytes in memory --------------------------------------------------------------
 
 
-def _npz_bytes(
-    benchmark: Any, blob: NpzBlob, role: str, label: str, fn: Callable[[], Any], **extra: Any
-) -> None:
-    got = measure(
+def test_npz_bytes(benchmark: Any, npz_blob: NpzBlob) -> None:
+    b = npz_blob.blob
+    compare(
         benchmark,
         group="npz-bytes",
-        role=role,
-        label=label,
-        case=blob.case,
+        case=npz_blob.case,
+        variants=[
+            Variant(
+                "baseline", "dict(np.load(io.BytesIO(b)))", lambda _: dict(np.load(io.BytesIO(b)))
+            ),
+            Variant("reference", "dict(spdl.io.load_npz(b))", lambda _: dict(spdl.io.load_npz(b))),
+            Variant("packread", "packread.load_npz(b)", lambda _: packread.load_npz(b)),
+        ],
+        batches=itertools.repeat(None),
+        check=expect_arrays(npz_blob.arrays),
         samples=1,
-        nbytes=sum(a.nbytes for a in blob.arrays.values()),
-        fn=fn,
-        **extra,
+        nbytes=sum(a.nbytes for a in npz_blob.arrays.values()),
+        **SMALL_CALLS,
     )
-    assert sorted(got) == sorted(blob.arrays)
-    for key, expected in blob.arrays.items():
-        assert got[key].dtype == expected.dtype, key
-        np.testing.assert_array_equal(got[key], expected, err_msg=key)
-
-
-def test_npz_bytes_np_load(benchmark: Any, npz_blob: NpzBlob) -> None:
-    b = npz_blob.blob
-    label = "dict(np.load(io.BytesIO(b)))"
-    _npz_bytes(benchmark, npz_blob, "baseline", label, lambda: dict(np.load(io.BytesIO(b))))
-
-
-def test_npz_bytes_spdl(benchmark: Any, npz_blob: NpzBlob) -> None:
-    b = npz_blob.blob
-    label = "dict(spdl.io.load_npz(b))"
-    _npz_bytes(benchmark, npz_blob, "reference", label, lambda: dict(spdl.io.load_npz(b)))
-
-
-def test_npz_bytes_packread(benchmark: Any, npz_blob: NpzBlob) -> None:
-    b = npz_blob.blob
-    label = "packread.load_npz(b)"
-    _npz_bytes(benchmark, npz_blob, "packread", label, lambda: packread.load_npz(b))

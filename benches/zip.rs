@@ -1,10 +1,14 @@
 //! Criterion benches for the ZIP core: parsing a large central directory, and batch reads of
-//! raw members against naive single-threaded `pread` loops over the same bytes.
+//! raw members against naive single-threaded `pread` loops over the same bytes and a `memcpy`
+//! gather of the same samples from memory (the physical limit).
 //!
 //! Run with `cargo bench --bench zip`. Archives are written here, by hand (local headers,
 //! central directory, ZIP64 end records when needed: no dependency on a ZIP writer), to a
 //! temporary directory, flushed and read once before timing, so every number is a
-//! warm-page-cache number. The whole run takes about a minute on 2 cores.
+//! warm-page-cache number; batch reads draw a fresh random batch every iteration from 2,048
+//! members (403 MB, see `common`). The whole run takes about two minutes on 2 cores.
+
+mod common;
 
 use std::fs::File;
 use std::hint::black_box;
@@ -13,6 +17,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use common::{warm, Samples, XorShift, BATCH, SAMPLES, SAMPLE_BYTES};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use libdeflater::{CompressionLvl, Compressor, Decompressor};
 use packread::pool;
@@ -121,59 +126,6 @@ fn write_zip<'a>(
     written
 }
 
-/// Flushes the freshly written file to disk (so that writeback does not compete with the
-/// timed runs), then reads it once so that the timed runs find it in the page cache.
-fn warm(path: &Path) {
-    // SAFETY: sync(2) takes no arguments and cannot fail.
-    unsafe { libc::sync() };
-    black_box(std::fs::read(path).expect("read bench zip"));
-}
-
-/// A fixed-seed generator, so every run writes the same data and reads the same batch.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// `k` distinct indices in `0..n`, in random order (a sampler's shuffled batch).
-    fn sample(&mut self, n: usize, k: usize) -> Vec<usize> {
-        let mut all: Vec<usize> = (0..n).collect();
-        for i in 0..k {
-            let j = i + (self.next() % (n - i) as u64) as usize;
-            all.swap(i, j);
-        }
-        all.truncate(k);
-        all
-    }
-
-    /// `len` bytes of uniform noise.
-    fn noise(&mut self, len: usize) -> Vec<u8> {
-        (0..len).map(|_| self.next() as u8).collect()
-    }
-
-    /// `len` bytes of rows of 256 that are random walks (steps -1, 0, +1): smooth, so that
-    /// DEFLATE compresses them 2-3x, like the Python benchmark's `smooth_images`.
-    fn smooth(&mut self, len: usize) -> Vec<u8> {
-        let mut out = Vec::with_capacity(len);
-        let mut v = 0u8;
-        for i in 0..len {
-            let r = self.next();
-            v = if i % 256 == 0 {
-                r as u8
-            } else {
-                v.wrapping_add((r % 3) as u8).wrapping_sub(1)
-            };
-            out.push(v);
-        }
-        out
-    }
-}
-
 fn bench_open(c: &mut Criterion) {
     const MEMBERS: usize = 100_000;
     let dir = tempfile::tempdir().expect("temp dir");
@@ -192,7 +144,7 @@ fn bench_open(c: &mut Criterion) {
             )
         }),
     );
-    warm(&path);
+    warm(&[&path]);
     // The archive is what it should be: every member indexed, in order, data where written.
     let index = ZipIndex::open(path.clone(), ZipLimits::default()).expect("open");
     assert_eq!(index.len(), MEMBERS);
@@ -218,58 +170,54 @@ fn bench_open(c: &mut Criterion) {
     group.finish();
 }
 
-/// An archive of `FILES` members of `SAMPLE` bytes each, and what was written.
+/// An archive of one member per sample, and what was written.
 struct Archive {
     _dir: tempfile::TempDir,
     path: PathBuf,
-    data: Vec<Vec<u8>>,
+    /// The members' uncompressed bytes, one after another.
+    data: Vec<u8>,
     written: Vec<Written>,
 }
 
-const FILES: usize = 512;
-const BATCH: usize = 64;
-/// 3x256x256 uint8.
-const SAMPLE: usize = 3 * 256 * 256;
-
+/// `SAMPLES` members of `SAMPLE_BYTES`: uniform noise when stored, smooth rows (DEFLATE ~2.3x)
+/// when deflated.
 fn archive(method: u16) -> Archive {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("members.zip");
     let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
-    let data: Vec<Vec<u8>> = (0..FILES)
-        .map(|_| {
-            if method == STORED {
-                rng.noise(SAMPLE)
-            } else {
-                rng.smooth(SAMPLE)
-            }
-        })
-        .collect();
+    let data = if method == STORED {
+        rng.noise(SAMPLES * SAMPLE_BYTES)
+    } else {
+        rng.smooth(SAMPLES * SAMPLE_BYTES, 1)
+    };
+    let samples = || data.chunks_exact(SAMPLE_BYTES);
     let mut compressor = Compressor::new(CompressionLvl::default());
-    let stored: Vec<Vec<u8>> = data
-        .iter()
-        .map(|d| {
-            if method == STORED {
-                return d.clone();
-            }
-            let mut z = vec![0u8; compressor.deflate_compress_bound(d.len())];
-            let n = compressor.deflate_compress(d, &mut z).expect("deflate");
-            z.truncate(n);
-            z
-        })
-        .collect();
+    let deflated: Vec<Vec<u8>> = if method == STORED {
+        Vec::new()
+    } else {
+        samples()
+            .map(|d| {
+                let mut z = vec![0u8; compressor.deflate_compress_bound(d.len())];
+                let n = compressor.deflate_compress(d, &mut z).expect("deflate");
+                z.truncate(n);
+                z
+            })
+            .collect()
+    };
     let written = write_zip(
         &path,
-        (0..FILES).map(|i| {
+        samples().enumerate().map(|(i, d)| {
+            let stored = if method == STORED { d } else { &deflated[i] };
             (
                 format!("img/{i:05}.raw"),
                 method,
-                stored[i].as_slice(),
-                SAMPLE,
-                libdeflater::crc32(&data[i]),
+                stored,
+                SAMPLE_BYTES,
+                libdeflater::crc32(d),
             )
         }),
     );
-    warm(&path);
+    warm(&[&path]);
     Archive {
         _dir: dir,
         path,
@@ -280,97 +228,66 @@ fn archive(method: u16) -> Archive {
 
 fn bench_read_stored(c: &mut Criterion) {
     let a = archive(STORED);
-    let idx = XorShift(42).sample(FILES, BATCH);
     let index = ZipIndex::open(a.path.clone(), ZipLimits::default()).expect("open");
     let no_crc = ZipLimits {
         verify_crc: false,
         ..ZipLimits::default()
     };
     let index_no_crc = ZipIndex::open(a.path.clone(), no_crc).expect("open");
-    let expected: Vec<u8> = idx
-        .iter()
-        .flat_map(|&i| a.data[i].iter().copied())
-        .collect();
-    let mut out = vec![0u8; BATCH * SAMPLE];
 
-    // The naive reader: one handle, kept open (like the seed's per-worker `ZipFile`), and the
-    // data offsets known (packread also finds each member's data once, then keeps it).
+    // The naive reader: one handle, kept open (like the seed's per-worker `ZipFile`), the data
+    // offsets known, every CRC-32 checked (as zipfile, and packread by default, do).
     let file = File::open(&a.path).expect("open");
-    let written = &a.written;
-    let pread = |out: &mut [u8]| {
-        for (slot, &i) in out.chunks_exact_mut(SAMPLE).zip(&idx) {
-            file.read_exact_at(slot, written[i].data_start)
-                .expect("pread");
-        }
-    };
-    // The same, checking every CRC-32 (as zipfile, and packread by default, do).
-    let pread_crc = |out: &mut [u8]| {
-        for (slot, &i) in out.chunks_exact_mut(SAMPLE).zip(&idx) {
+    let (file, written) = (&file, &a.written);
+    let pread_crc = |idx: &[usize], out: &mut [u8]| {
+        for (slot, &i) in out.chunks_exact_mut(SAMPLE_BYTES).zip(idx) {
             file.read_exact_at(slot, written[i].data_start)
                 .expect("pread");
             assert_eq!(libdeflater::crc32(slot), written[i].crc32, "CRC-32");
         }
     };
-    // Every variant must produce the bytes that were written.
-    for (name, f) in [
-        ("pread loop", &pread as &dyn Fn(&mut [u8])),
-        ("pread + crc loop", &pread_crc),
-    ] {
-        out.fill(0);
-        f(&mut out);
-        assert!(out == expected, "{name} differs from the data written");
-    }
-    for (name, ix) in [
-        ("packread", &index),
-        ("packread without CRC", &index_no_crc),
-    ] {
-        out.fill(0);
-        ix.read_raw_batch(&idx, SAMPLE, &mut out).expect(name);
-        assert!(out == expected, "{name} differs from the data written");
-    }
+    // Plain I/O of the same bytes, no CRC-32.
+    let pread = |idx: &[usize], out: &mut [u8]| {
+        for (slot, &i) in out.chunks_exact_mut(SAMPLE_BYTES).zip(idx) {
+            file.read_exact_at(slot, written[i].data_start)
+                .expect("pread");
+        }
+    };
+    let packread =
+        |idx: &[usize], out: &mut [u8]| index.read_raw_batch(idx, SAMPLE_BYTES, out).expect("read");
+    let packread_no_crc = |idx: &[usize], out: &mut [u8]| {
+        index_no_crc
+            .read_raw_batch(idx, SAMPLE_BYTES, out)
+            .expect("read")
+    };
 
     let threads = pool::num_threads();
+    let mut samples = Samples::new(&a.data, SAMPLE_BYTES, 42);
     let mut group = c.benchmark_group("zip/read_raw_batch_64x196KB_stored");
     group
         .sample_size(30)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(3))
-        .throughput(Throughput::Bytes((BATCH * SAMPLE) as u64));
-    group.bench_function("naive_pread_loop_1_thread", |b| {
-        b.iter(|| pread(black_box(&mut out)))
-    });
-    group.bench_function("naive_pread_crc_loop_1_thread", |b| {
-        b.iter(|| pread_crc(black_box(&mut out)))
-    });
-    group.bench_function(format!("packread_{threads}_threads"), |b| {
-        b.iter(|| index.read_raw_batch(black_box(&idx), SAMPLE, black_box(&mut out)))
-    });
-    group.bench_function(format!("packread_{threads}_threads_no_crc"), |b| {
-        b.iter(|| index_no_crc.read_raw_batch(black_box(&idx), SAMPLE, black_box(&mut out)))
-    });
+        .throughput(Throughput::Bytes((BATCH * SAMPLE_BYTES) as u64));
+    samples.bench(&mut group, "baseline_pread_crc_loop_1_thread", pread_crc);
+    samples.bench(&mut group, "anchor_pread_loop_1_thread", pread);
+    samples.bench_limits(&mut group);
+    let name = format!("packread_{threads}_threads");
+    samples.bench(&mut group, &name, packread);
+    samples.bench(&mut group, &format!("{name}_no_crc"), packread_no_crc);
     // The same engine on one thread: what the pool adds, separated from per-member costs.
     pool::set_num_threads(1);
-    group.bench_function("packread_1_thread", |b| {
-        b.iter(|| index.read_raw_batch(black_box(&idx), SAMPLE, black_box(&mut out)))
-    });
-    group.bench_function("packread_1_thread_no_crc", |b| {
-        b.iter(|| index_no_crc.read_raw_batch(black_box(&idx), SAMPLE, black_box(&mut out)))
-    });
+    samples.bench(&mut group, "packread_1_thread", packread);
+    samples.bench(&mut group, "packread_1_thread_no_crc", packread_no_crc);
     pool::set_num_threads(0);
     group.finish();
 }
 
 fn bench_read_deflated(c: &mut Criterion) {
     let a = archive(DEFLATED);
-    let idx = XorShift(42).sample(FILES, BATCH);
     let index = ZipIndex::open(a.path.clone(), ZipLimits::default()).expect("open");
-    let expected: Vec<u8> = idx
-        .iter()
-        .flat_map(|&i| a.data[i].iter().copied())
-        .collect();
-    let mut out = vec![0u8; BATCH * SAMPLE];
     let stored: usize = a.written.iter().map(|w| w.stored_len).sum();
-    let ratio = (FILES * SAMPLE) as f64 / stored as f64;
+    let ratio = a.data.len() as f64 / stored as f64;
     eprintln!("zip/read_raw_batch deflated: compression ratio {ratio:.2}x");
 
     // The naive reader: pread the compressed bytes, inflate them with libdeflate (the codec
@@ -379,8 +296,8 @@ fn bench_read_deflated(c: &mut Criterion) {
     let written = &a.written;
     let mut scratch = Vec::new();
     let mut decompressor = Decompressor::new();
-    let mut naive = |out: &mut [u8]| {
-        for (slot, &i) in out.chunks_exact_mut(SAMPLE).zip(&idx) {
+    let naive = |idx: &[usize], out: &mut [u8]| {
+        for (slot, &i) in out.chunks_exact_mut(SAMPLE_BYTES).zip(idx) {
             let w = &written[i];
             scratch.resize(w.stored_len, 0);
             file.read_exact_at(&mut scratch, w.data_start)
@@ -388,34 +305,29 @@ fn bench_read_deflated(c: &mut Criterion) {
             let n = decompressor
                 .deflate_decompress(&scratch, slot)
                 .expect("inflate");
-            assert_eq!(n, SAMPLE);
+            assert_eq!(n, SAMPLE_BYTES);
             assert_eq!(libdeflater::crc32(slot), w.crc32, "CRC-32");
         }
     };
-    out.fill(0);
-    naive(&mut out);
-    assert!(out == expected, "naive loop differs from the data written");
-    out.fill(0);
-    index.read_raw_batch(&idx, SAMPLE, &mut out).expect("read");
-    assert!(out == expected, "packread differs from the data written");
+    let packread =
+        |idx: &[usize], out: &mut [u8]| index.read_raw_batch(idx, SAMPLE_BYTES, out).expect("read");
 
     let threads = pool::num_threads();
+    let mut samples = Samples::new(&a.data, SAMPLE_BYTES, 42);
     let mut group = c.benchmark_group("zip/read_raw_batch_64x196KB_deflated");
     group
         .sample_size(20)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(4))
-        .throughput(Throughput::Bytes((BATCH * SAMPLE) as u64));
-    group.bench_function("naive_pread_inflate_crc_loop_1_thread", |b| {
-        b.iter(|| naive(black_box(&mut out)))
-    });
-    group.bench_function(format!("packread_{threads}_threads"), |b| {
-        b.iter(|| index.read_raw_batch(black_box(&idx), SAMPLE, black_box(&mut out)))
-    });
+        .throughput(Throughput::Bytes((BATCH * SAMPLE_BYTES) as u64));
+    samples.bench(
+        &mut group,
+        "baseline_pread_inflate_crc_loop_1_thread",
+        naive,
+    );
+    samples.bench(&mut group, &format!("packread_{threads}_threads"), packread);
     pool::set_num_threads(1);
-    group.bench_function("packread_1_thread", |b| {
-        b.iter(|| index.read_raw_batch(black_box(&idx), SAMPLE, black_box(&mut out)))
-    });
+    samples.bench(&mut group, "packread_1_thread", packread);
     pool::set_num_threads(0);
     group.finish();
 }
