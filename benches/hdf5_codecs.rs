@@ -2,7 +2,9 @@
 //! library called directly on the same chunk bytes (one thread, output buffer reused).
 //!
 //! - blosc (lz4hc level 9 rows of float64, as the seed writes them; zstd + byte shuffle and
-//!   blosclz + shuffle on 3x256x256 uint8 images): packread vs `blosc_decompress_ctx`;
+//!   blosclz + shuffle on 3x256x256 uint8 images): packread vs c-blosc2's `blosc2_decompress`
+//!   on the same chunk; blosc2 (the same data as HDF5 blosc2 frames): packread vs c-blosc2
+//!   decoding the bare chunk inside;
 //! - zstd: packread vs `zstd::bulk::Decompressor::decompress_to_buffer`;
 //! - HDF5 LZ4 framing: packread vs `LZ4_decompress_safe` over the same blocks;
 //! - bitshuffle + LZ4: packread vs the LZ4 decoding alone of the same blocks (no Rust library
@@ -10,11 +12,12 @@
 //!
 //! Run: `cargo bench --bench hdf5_codecs`.
 
+use std::ffi::c_void;
 use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use packread::codec::{BitshuffleInner, Faults, Pipeline, Step};
+use packread::codec::{blosc2_compress, BitshuffleInner, Faults, Pipeline, Step};
 use packread::ErrorKind;
 
 const FAULTS: Faults = Faults::both(ErrorKind::Hdf5);
@@ -62,27 +65,25 @@ fn signal() -> Vec<u8> {
     out
 }
 
-fn blosc_compress(data: &[u8], typesize: usize, shuffle: i32, codec: &str, level: i32) -> Vec<u8> {
-    let mut out = vec![0u8; data.len() + 64];
-    let name = std::ffi::CString::new(codec).unwrap();
-    // SAFETY: buffers sized as c-blosc requires.
+extern "C" {
+    // c-blosc2's own one-call decoder (linked into packread), for the "library" baselines.
+    fn blosc2_decompress(src: *const c_void, srcsize: i32, dest: *mut c_void, destsize: i32)
+        -> i32;
+}
+
+/// c-blosc2 alone on a bare blosc chunk (its global context; the bench is single-threaded).
+fn blosc_library(s: &[u8], d: &mut [u8]) {
+    // SAFETY: a valid chunk made by `blosc2_compress` (which also initialised c-blosc2),
+    // bounded by both lengths.
     let n = unsafe {
-        blosc_src::blosc_compress_ctx(
-            level,
-            shuffle,
-            typesize,
-            data.len(),
-            data.as_ptr().cast(),
-            out.as_mut_ptr().cast(),
-            out.len(),
-            name.as_ptr(),
-            0,
-            1,
+        blosc2_decompress(
+            s.as_ptr().cast(),
+            s.len() as i32,
+            d.as_mut_ptr().cast(),
+            d.len() as i32,
         )
     };
-    assert!(n > 0);
-    out.truncate(n as usize);
-    out
+    assert_eq!(n as usize, d.len());
 }
 
 fn lz4_block(data: &[u8]) -> Vec<u8> {
@@ -160,20 +161,25 @@ fn bench_pair(
 fn codecs(c: &mut Criterion) {
     let img = image();
     let row = signal();
-    let blosc = |s: &[u8], d: &mut [u8]| {
-        // SAFETY: valid buffer made above; output of its size.
-        let n = unsafe {
-            blosc_src::blosc_decompress_ctx(s.as_ptr().cast(), d.as_mut_ptr().cast(), d.len(), 1)
-        };
-        assert_eq!(n as usize, d.len());
-    };
     for (name, data, typesize, shuffle, codec, level) in [
         ("blosc_lz4hc9_noshuffle_f64_row", &row, 8, 0, "lz4hc", 9),
         ("blosc_zstd5_shuffle_u8_image", &img, 1, 1, "zstd", 5),
         ("blosc_blosclz5_shuffle_u8_image", &img, 1, 1, "blosclz", 5),
     ] {
-        let stored = blosc_compress(data, typesize, shuffle, codec, level);
-        bench_pair(c, name, &stored, Step::Blosc, data, &mut { blosc });
+        let stored = blosc2_compress(data, typesize, shuffle, codec, level, false);
+        bench_pair(c, name, &stored, Step::Blosc, data, &mut blosc_library);
+        // The same data as one HDF5 blosc2 chunk (a contiguous frame around the chunk),
+        // against c-blosc2 decoding the bare chunk: the cost of the frame.
+        let frame = blosc2_compress(data, typesize, shuffle, codec, level, true);
+        let mut bare = |_: &[u8], d: &mut [u8]| blosc_library(&stored, d);
+        bench_pair(
+            c,
+            &name.replacen("blosc_", "blosc2_frame_", 1),
+            &frame,
+            Step::Blosc2,
+            data,
+            &mut bare,
+        );
     }
 
     let stored = zstd::bulk::compress(&img, 3).unwrap();

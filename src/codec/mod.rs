@@ -13,7 +13,9 @@ mod zstd;
 use std::sync::Arc;
 
 pub use bitshuffle::{bitshuffle_decode, BitshuffleInner};
-pub use blosc::{blosc_decompress, BloscHeader};
+pub use blosc::{
+    blosc2_compress, blosc2_frame_decompress, blosc2_frame_size, blosc_decompress, BloscHeader,
+};
 pub use deflate::{inflate, inflate_prefix, Wrapper};
 pub use hdf5_filters::{fletcher32, lzf_decompress, strip_fletcher32, unshuffle};
 pub use lz4::{lz4_block, lz4_hdf5};
@@ -68,6 +70,8 @@ pub enum Step {
     Lzf,
     /// Decodes a blosc 1.x buffer (any inner codec and shuffle).
     Blosc,
+    /// Decodes a blosc2 contiguous frame (one HDF5 blosc2 chunk, b2nd layout or plain).
+    Blosc2,
     /// Decodes zstd frames.
     Zstd,
     /// Decodes HDF5's LZ4 framing.
@@ -116,6 +120,7 @@ impl Step {
             }
             Step::Lzf => lzf_decompress(input, out).map_err(|m| faults.corrupt(m)),
             Step::Blosc => blosc_decompress(input, out).map_err(|m| faults.corrupt(m)),
+            Step::Blosc2 => blosc2_frame_decompress(input, out).map_err(|m| faults.corrupt(m)),
             Step::Zstd => zstd_decompress(input, out).map_err(|m| faults.corrupt(m)),
             Step::Lz4 => lz4_hdf5(input, out).map_err(|m| faults.corrupt(m)),
             Step::Bitshuffle {

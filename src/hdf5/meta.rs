@@ -34,6 +34,7 @@ pub const FILTER_BLOSC: u32 = 32001;
 pub const FILTER_LZ4: u32 = 32004;
 pub const FILTER_BITSHUFFLE: u32 = 32008;
 pub const FILTER_ZSTD: u32 = 32015;
+pub const FILTER_BLOSC2: u32 = 32026;
 
 /// One filter of a dataset's pipeline, in the order it was applied when writing.
 #[derive(Debug, Clone, PartialEq, Eq)]

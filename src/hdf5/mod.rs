@@ -5,6 +5,7 @@
 
 mod attrs;
 mod cache;
+mod filters;
 mod memory;
 mod meta;
 mod types;
@@ -27,8 +28,8 @@ pub use cache::ChunkCache;
 pub use memory::MemoryFile;
 pub use meta::{ChunkLoc, DatasetMeta, Filter, Layout, Vlen, VlenKind};
 use meta::{
-    FILTER_BITSHUFFLE, FILTER_BLOSC, FILTER_DEFLATE, FILTER_FLETCHER32, FILTER_LZ4, FILTER_LZF,
-    FILTER_SHUFFLE, FILTER_ZSTD,
+    FILTER_BITSHUFFLE, FILTER_BLOSC, FILTER_BLOSC2, FILTER_DEFLATE, FILTER_FLETCHER32, FILTER_LZ4,
+    FILTER_LZF, FILTER_SHUFFLE, FILTER_ZSTD,
 };
 pub use vlen::RaggedPlan;
 
@@ -74,6 +75,7 @@ enum FilterStep {
     Fletcher32,
     Lzf,
     Blosc,
+    Blosc2,
     Zstd,
     Lz4,
     Bitshuffle {
@@ -252,7 +254,8 @@ fn at_fork() {
 /// Runs `f` holding libhdf5's global lock. In a forked child the lock may have been held by a
 /// parent thread at the moment of the fork, and then it is never released: after a while
 /// that is an error, not a hang. Plugin loading is switched off once: the only plugins around
-/// (hdf5plugin's) are built against h5py's libhdf5, not the one packread links.
+/// (hdf5plugin's) are built against h5py's libhdf5, not the one packread links; packread
+/// registers its own decoders instead (see [`filters`]).
 fn with_library<T>(location: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
     at_fork();
     let pid = std::process::id();
@@ -279,6 +282,8 @@ fn with_library<T>(location: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
         PLUGINS_OFF.call_once(|| unsafe {
             H5PLset_loading_state(0);
         });
+        // SAFETY: lock held.
+        unsafe { filters::register() };
         f()
     })
 }
@@ -778,6 +783,7 @@ fn chunk_extent(loc: ChunkLoc, filters: &[FilterStep], chunk_bytes: usize, slot:
             FilterStep::Fletcher32 => Step::Fletcher32,
             FilterStep::Lzf => Step::Lzf,
             FilterStep::Blosc => Step::Blosc,
+            FilterStep::Blosc2 => Step::Blosc2,
             FilterStep::Zstd => Step::Zstd,
             FilterStep::Lz4 => Step::Lz4,
             FilterStep::Bitshuffle {
@@ -1059,6 +1065,15 @@ fn native_filters(
                 }
                 compressors += 1;
                 FilterStep::Blosc
+            }
+            // (filter version, block size, typesize, chunk bytes, level, shuffle, codec, rank,
+            // chunk dimensions): the frame itself says everything decoding needs.
+            FILTER_BLOSC2 => {
+                if f.params.len() > 16 {
+                    return Err(bad("expected at most 16 parameters"));
+                }
+                compressors += 1;
+                FilterStep::Blosc2
             }
             FILTER_ZSTD => {
                 if f.params.len() > 1 {

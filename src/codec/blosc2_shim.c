@@ -1,0 +1,191 @@
+/* packread's glue to c-blosc2 (built by build.rs): decodes one blosc 1.x/2 chunk, or one
+ * contiguous frame (what the HDF5 blosc2 filter, id 32026, stores per chunk), into a caller's
+ * buffer of a size the caller knows. Kept in C because it reads c-blosc2's structs (frame
+ * metalayers, b2nd shapes), whose layout Rust would otherwise have to mirror.
+ *
+ * Every call uses contexts of its own with one thread, so calls from several threads never
+ * share state. Errors are reported as a message in `why`, never by aborting. */
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "b2nd.h"
+#include "blosc2.h"
+
+void packread_blosc2_init(void) { blosc2_init(); }
+
+static void say(char *why, size_t whylen, const char *msg, long long a, long long b) {
+  if (why != NULL && whylen > 0) {
+    snprintf(why, whylen, msg, a, b);
+  }
+}
+
+/* Decodes the blosc chunk `src` (its header says how many bytes it holds) into `dst`.
+ * Returns the decoded size, or a negative c-blosc2 error code. */
+int packread_blosc_chunk_decode(const uint8_t *src, int32_t srclen, uint8_t *dst,
+                                int32_t dstlen) {
+  blosc2_dparams dparams = BLOSC2_DPARAMS_DEFAULTS;
+  dparams.nthreads = 1;
+  blosc2_context *dctx = blosc2_create_dctx(dparams);
+  if (dctx == NULL) {
+    return BLOSC2_ERROR_MEMORY_ALLOC;
+  }
+  int n = blosc2_decompress_ctx(dctx, src, srclen, dst, dstlen);
+  blosc2_free_ctx(dctx);
+  return n;
+}
+
+/* Decodes the contiguous frame `src` (`srclen` bytes, read in place, never written) into
+ * exactly `dstlen` bytes at `dst`, in C order. With a "b2nd" (or older "caterva") metalayer the
+ * frame is an n-dimensional array whose blocks are tiles of the chunk: c-blosc2's b2nd code
+ * puts them back in C order. Otherwise it holds one plain chunk. With `dst` NULL, only
+ * `*size_out` is set: the bytes the frame decodes to (what the libhdf5 filter allocates).
+ * Returns 0, or -1 with a message in `why`. */
+int packread_blosc2_frame_decode(const uint8_t *src, int64_t srclen, uint8_t *dst,
+                                 int64_t dstlen, int64_t *size_out, char *why, size_t whylen) {
+  *size_out = -1;
+  /* c-blosc2 checks the length against the frame header, and with copy = false never frees
+   * or writes the buffer it is given. */
+  blosc2_schunk *sc = blosc2_schunk_from_buffer((uint8_t *)src, srclen, false);
+  if (sc == NULL) {
+    say(why, whylen, "blosc2: not a valid contiguous frame of %lld bytes", srclen, 0);
+    return -1;
+  }
+  int rc = -1;
+  if (blosc2_meta_exists(sc, "b2nd") >= 0 || blosc2_meta_exists(sc, "caterva") >= 0) {
+    b2nd_array_t *array = NULL;
+    if (b2nd_from_schunk(sc, &array) < 0 || array == NULL) {
+      say(why, whylen, "blosc2: the frame's b2nd metadata is invalid", 0, 0);
+      blosc2_schunk_free(sc);
+      return -1;
+    }
+    /* The array owns the super-chunk from here on. */
+    int64_t start[B2ND_MAX_DIM] = {0};
+    int64_t size = array->sc->typesize;
+    for (int i = 0; i < array->ndim; i++) {
+      size *= array->shape[i];
+    }
+    if (array->ndim < 1 || array->ndim > B2ND_MAX_DIM || size <= 0) {
+      say(why, whylen, "blosc2: b2nd array of rank %lld and %lld bytes", array->ndim, size);
+    } else if (dst == NULL) {
+      *size_out = size;
+      rc = 0;
+    } else if (size != dstlen) {
+      say(why, whylen, "blosc2: b2nd array of %lld bytes, the chunk holds %lld", size, dstlen);
+    } else if (b2nd_get_slice_cbuffer(array, start, array->shape, dst, array->shape, dstlen) < 0) {
+      say(why, whylen, "blosc2: corrupt b2nd array (%lld bytes)", size, 0);
+    } else {
+      *size_out = size;
+      rc = 0;
+    }
+    b2nd_free(array);
+    return rc;
+  }
+  if (sc->nchunks != 1) {
+    say(why, whylen, "blosc2: frame holds %lld chunks, expected 1", sc->nchunks, 0);
+    blosc2_schunk_free(sc);
+    return -1;
+  }
+  uint8_t *chunk = NULL;
+  bool needs_free = false;
+  int cbytes = blosc2_schunk_get_lazychunk(sc, 0, &chunk, &needs_free);
+  int32_t nbytes = 0;
+  if (cbytes < BLOSC_MIN_HEADER_LENGTH || chunk == NULL ||
+      blosc2_cbuffer_sizes(chunk, &nbytes, NULL, NULL) < 0 || nbytes < 0) {
+    say(why, whylen, "blosc2: the frame's chunk cannot be read (code %lld)", cbytes, 0);
+  } else if (dst == NULL) {
+    *size_out = nbytes;
+    rc = 0;
+  } else if ((int64_t)nbytes != dstlen) {
+    say(why, whylen, "blosc2: chunk header says %lld decoded bytes, the chunk holds %lld",
+        nbytes, dstlen);
+  } else {
+    blosc2_dparams dparams = BLOSC2_DPARAMS_DEFAULTS;
+    dparams.nthreads = 1;
+    dparams.schunk = sc;
+    blosc2_context *dctx = blosc2_create_dctx(dparams);
+    int n = dctx == NULL ? BLOSC2_ERROR_MEMORY_ALLOC
+                         : blosc2_decompress_ctx(dctx, chunk, cbytes, dst, (int32_t)dstlen);
+    if (dctx != NULL) {
+      blosc2_free_ctx(dctx);
+    }
+    if (n != nbytes) {
+      say(why, whylen, "blosc2: corrupt chunk (c-blosc2 returned %lld, expected %lld bytes)", n,
+          nbytes);
+    } else {
+      *size_out = nbytes;
+      rc = 0;
+    }
+  }
+  if (needs_free) {
+    free(chunk);
+  }
+  blosc2_schunk_free(sc);
+  return rc;
+}
+
+/* For tests and benchmarks: compresses `src` into one blosc chunk (c-blosc2's own format)
+ * with codec `compname`, or, with `frame` set, into a contiguous frame holding that one chunk
+ * (what the HDF5 blosc2 filter writes for a 1-d chunk). Returns the bytes written to `*out`
+ * (malloc'ed; the caller frees it with packread_blosc2_free), or a negative code. */
+int64_t packread_blosc2_compress(const uint8_t *src, int32_t srclen, int32_t typesize,
+                                 int clevel, int doshuffle, const char *compname, int frame,
+                                 uint8_t **out) {
+  *out = NULL;
+  blosc2_cparams cparams = BLOSC2_CPARAMS_DEFAULTS;
+  cparams.typesize = typesize;
+  cparams.clevel = clevel;
+  cparams.filters[BLOSC2_MAX_FILTERS - 1] = (uint8_t)doshuffle;
+  cparams.nthreads = 1;
+  int code = blosc2_compname_to_compcode(compname);
+  if (code < 0) {
+    return BLOSC2_ERROR_CODEC_SUPPORT;
+  }
+  cparams.compcode = (uint8_t)code;
+  if (!frame) {
+    int32_t cap = srclen + BLOSC2_MAX_OVERHEAD;
+    uint8_t *buf = malloc((size_t)cap);
+    blosc2_context *cctx = blosc2_create_cctx(cparams);
+    if (buf == NULL || cctx == NULL) {
+      free(buf);
+      if (cctx != NULL) {
+        blosc2_free_ctx(cctx);
+      }
+      return BLOSC2_ERROR_MEMORY_ALLOC;
+    }
+    int n = blosc2_compress_ctx(cctx, src, srclen, buf, cap);
+    blosc2_free_ctx(cctx);
+    if (n <= 0) {
+      free(buf);
+      return n < 0 ? n : BLOSC2_ERROR_FAILURE;
+    }
+    *out = buf;
+    return n;
+  }
+  blosc2_storage storage = {.cparams = &cparams, .contiguous = false};
+  blosc2_schunk *sc = blosc2_schunk_new(&storage);
+  if (sc == NULL) {
+    return BLOSC2_ERROR_FAILURE;
+  }
+  int64_t n = blosc2_schunk_append_buffer(sc, src, srclen);
+  if (n >= 0) {
+    bool needs_free = false;
+    n = blosc2_schunk_to_buffer(sc, out, &needs_free);
+    if (n >= 0 && !needs_free) {
+      /* A view into the super-chunk: copy it out before the super-chunk goes. */
+      uint8_t *copy = malloc((size_t)n);
+      if (copy == NULL) {
+        n = BLOSC2_ERROR_MEMORY_ALLOC;
+      } else {
+        memcpy(copy, *out, (size_t)n);
+      }
+      *out = copy;
+    }
+  }
+  blosc2_schunk_free(sc);
+  return n;
+}
+
+void packread_blosc2_free(uint8_t *p) { free(p); }

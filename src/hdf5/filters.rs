@@ -1,0 +1,136 @@
+//! HDF5 filters packread registers with its own libhdf5 (statically, with `H5Zregister`: no
+//! plugin is loaded, and `HDF5_PLUGIN_PATH` is never read), so that libhdf5 itself can read
+//! what the fast path leaves to it: blosc (32001) and blosc2 (32026) chunks inside pipelines
+//! packread does not run natively, or datasets libhdf5 reads whole. Decode only: writing with
+//! them is refused. The decoders are the same ones the fast path uses.
+
+use std::ffi::{c_uint, c_void};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use hdf5_sys::h5::{H5allocate_memory, H5free_memory};
+use hdf5_sys::h5z::{H5Z_class2_t, H5Zregister, H5Z_CLASS_T_VERS, H5Z_FLAG_REVERSE};
+
+use super::meta::{FILTER_BLOSC, FILTER_BLOSC2};
+use crate::codec::{blosc2_frame_decompress, blosc2_frame_size, blosc_decompress, BloscHeader};
+
+/// A decoder: the decoded size of a stored chunk, and the decode itself into exactly that.
+struct Decoder {
+    size: fn(&[u8]) -> Result<usize, String>,
+    decode: fn(&[u8], &mut [u8]) -> Result<(), String>,
+}
+
+const BLOSC: Decoder = Decoder {
+    size: |b| BloscHeader::parse(b).map(|h| h.nbytes),
+    decode: blosc_decompress,
+};
+
+const BLOSC2: Decoder = Decoder {
+    size: blosc2_frame_size,
+    decode: blosc2_frame_decompress,
+};
+
+/// libhdf5 chunks are at most 4 GiB; a header asking for more is corrupt.
+const MAX_CHUNK: usize = u32::MAX as usize;
+
+/// Runs `d` as libhdf5's filter callback: replaces `*buf` (`nbytes` stored bytes) by a new
+/// buffer holding the decoded chunk and returns its size, or returns 0 (failure) and leaves
+/// `*buf` alone.
+///
+/// # Safety
+/// `*buf` points to at least `nbytes` readable bytes allocated by libhdf5, as libhdf5
+/// guarantees when calling a filter.
+unsafe fn run(
+    d: &Decoder,
+    flags: c_uint,
+    nbytes: usize,
+    buf_size: *mut usize,
+    buf: *mut *mut c_void,
+) -> usize {
+    if flags & H5Z_FLAG_REVERSE == 0 {
+        return 0; // packread only reads
+    }
+    let input = std::slice::from_raw_parts((*buf).cast::<u8>(), nbytes);
+    let Ok(size) = (d.size)(input) else { return 0 };
+    if size == 0 || size > MAX_CHUNK {
+        return 0;
+    }
+    let out = H5allocate_memory(size, 0).cast::<u8>();
+    if out.is_null() {
+        return 0;
+    }
+    let decoded = catch_unwind(AssertUnwindSafe(|| {
+        (d.decode)(input, std::slice::from_raw_parts_mut(out, size))
+    }));
+    if !matches!(decoded, Ok(Ok(()))) {
+        H5free_memory(out.cast());
+        return 0;
+    }
+    H5free_memory(*buf);
+    *buf = out.cast();
+    *buf_size = size;
+    size
+}
+
+unsafe extern "C" fn blosc_filter(
+    flags: c_uint,
+    _cd_nelmts: usize,
+    _cd_values: *const c_uint,
+    nbytes: usize,
+    buf_size: *mut usize,
+    buf: *mut *mut c_void,
+) -> usize {
+    // SAFETY: called by libhdf5 with a buffer of `nbytes` bytes it allocated.
+    unsafe { run(&BLOSC, flags, nbytes, buf_size, buf) }
+}
+
+unsafe extern "C" fn blosc2_filter(
+    flags: c_uint,
+    _cd_nelmts: usize,
+    _cd_values: *const c_uint,
+    nbytes: usize,
+    buf_size: *mut usize,
+    buf: *mut *mut c_void,
+) -> usize {
+    // SAFETY: called by libhdf5 with a buffer of `nbytes` bytes it allocated.
+    unsafe { run(&BLOSC2, flags, nbytes, buf_size, buf) }
+}
+
+/// Registers packread's decoders with libhdf5, once per process (registrations survive
+/// `fork`).
+///
+/// # Safety
+/// The caller holds libhdf5's lock.
+pub unsafe fn register() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        for (id, name, filter) in [
+            (
+                FILTER_BLOSC,
+                c"blosc (packread, decode only)",
+                blosc_filter as unsafe extern "C" fn(_, _, _, _, _, _) -> _,
+            ),
+            (
+                FILTER_BLOSC2,
+                c"blosc2 (packread, decode only)",
+                blosc2_filter,
+            ),
+        ] {
+            let class = H5Z_class2_t {
+                version: H5Z_CLASS_T_VERS as i32,
+                id: id as _,
+                encoder_present: 0,
+                decoder_present: 1,
+                name: name.as_ptr(),
+                can_apply: None,
+                set_local: None,
+                filter: Some(filter),
+            };
+            // SAFETY: lock held (caller); libhdf5 copies the class, and the name and callback
+            // are 'static.
+            let status = unsafe { H5Zregister((&class as *const H5Z_class2_t).cast()) };
+            // A failed registration leaves the filter unavailable: datasets using it are then
+            // reported unreadable (naming the filter) when packread cannot decode them either.
+            debug_assert!(status >= 0, "H5Zregister({id}) failed");
+        }
+    });
+}
