@@ -511,10 +511,11 @@ def test_25_fletcher32_after_deflate(good, tmp_path):
 
 # 27. filters nobody here can decode -------------------------------------------------------------
 
-# (blosc, zstd, LZ4 and bitshuffle are decoded natively: test_hdf5_codecs.py)
+# (blosc, blosc2, zstd, LZ4 and bitshuffle are decoded natively: test_hdf5_codecs.py and
+# test_hdf5_blosc2.py)
 PLUGINS = {
-    "blosc2": (32026, lambda: hdf5plugin.Blosc2()),
     "bzip2": (307, lambda: hdf5plugin.BZip2()),
+    "zfp": (32013, lambda: hdf5plugin.Zfp(reversible=True)),
 }
 
 
