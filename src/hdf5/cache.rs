@@ -1,8 +1,12 @@
 //! A bounded cache of decoded chunks, so that chunks holding several samples are decoded once
 //! across consecutive batches (sequential access). It never blocks: a contended or poisoned
 //! lock (say, in a child forked while another thread held it) is simply a miss.
+//!
+//! Least recently used goes first: every entry carries the tick of its last use, and an ordered
+//! map from tick to key finds the oldest in O(log n) (a small cache budget over small chunks
+//! can hold many thousands of entries).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 /// (dataset, linear chunk position)
@@ -16,8 +20,17 @@ pub struct ChunkCache {
 #[derive(Default)]
 struct Inner {
     entries: HashMap<ChunkKey, (Arc<[u8]>, u64)>,
+    /// Tick of last use -> key, one per entry.
+    by_use: BTreeMap<u64, ChunkKey>,
     bytes: usize,
     tick: u64,
+}
+
+impl Inner {
+    fn next_tick(&mut self) -> u64 {
+        self.tick += 1;
+        self.tick
+    }
 }
 
 impl ChunkCache {
@@ -43,9 +56,11 @@ impl ChunkCache {
             return None;
         }
         let mut inner = self.inner.try_lock().ok()?;
-        inner.tick += 1;
-        let tick = inner.tick;
+        let inner = &mut *inner;
+        let tick = inner.next_tick();
         let entry = inner.entries.get_mut(&key)?;
+        inner.by_use.remove(&entry.1);
+        inner.by_use.insert(tick, key);
         entry.1 = tick;
         Some(entry.0.clone())
     }
@@ -58,20 +73,23 @@ impl ChunkCache {
         let Ok(mut inner) = self.inner.try_lock() else {
             return;
         };
+        let inner = &mut *inner;
+        if let Some((b, t)) = inner.entries.remove(&key) {
+            inner.by_use.remove(&t);
+            inner.bytes -= b.len();
+        }
         while inner.bytes + bytes.len() > self.budget {
-            let Some((&old, _)) = inner.entries.iter().min_by_key(|(_, (_, t))| *t) else {
+            let Some((_, old)) = inner.by_use.pop_first() else {
                 break;
             };
             if let Some((b, _)) = inner.entries.remove(&old) {
                 inner.bytes -= b.len();
             }
         }
-        inner.tick += 1;
-        let tick = inner.tick;
+        let tick = inner.next_tick();
         inner.bytes += bytes.len();
-        if let Some((b, _)) = inner.entries.insert(key, (bytes, tick)) {
-            inner.bytes -= b.len();
-        }
+        inner.by_use.insert(tick, key);
+        inner.entries.insert(key, (bytes, tick));
     }
 }
 
@@ -94,5 +112,33 @@ mod tests {
         let off = ChunkCache::new(0);
         off.insert((0, 1), Arc::from(vec![1u8; 1]));
         assert!(off.get((0, 1)).is_none());
+    }
+
+    #[test]
+    fn many_entries_evict_in_use_order() {
+        // 10k one-byte chunks in a 1000-byte cache: each insert past the budget evicts
+        // exactly the least recently used, whichever was touched last.
+        let c = ChunkCache::new(1000);
+        for i in 0..10_000u64 {
+            c.insert((0, i), Arc::from(vec![i as u8]));
+            if i >= 500 && i % 2 == 0 {
+                assert!(c.get((0, i - 500)).is_some(), "entry {} is still held", i - 500);
+            }
+        }
+        let inner = c.inner.lock().unwrap();
+        assert_eq!(inner.bytes, 1000);
+        assert_eq!(inner.entries.len(), 1000);
+        assert_eq!(inner.by_use.len(), 1000);
+        for (&t, k) in &inner.by_use {
+            assert_eq!(inner.entries[k].1, t);
+        }
+        drop(inner);
+        // The newest 1000 inserts, or entries refreshed since, are what is left.
+        assert!(c.get((0, 9_999)).is_some());
+        assert!(c.get((0, 8_000)).is_none());
+        // Re-inserting a key replaces it (bytes counted once).
+        c.insert((0, 9_999), Arc::from(vec![7u8]));
+        assert_eq!(c.inner.lock().unwrap().bytes, 1000);
+        assert_eq!(c.get((0, 9_999)).unwrap()[0], 7);
     }
 }
