@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, Protocol, TypeVar, Union, runtime_checkable
 
 import numpy as np
@@ -36,20 +37,33 @@ class PendingBatch(Generic[T]):
     passed to ``batch_async`` until ``result()`` has returned.
     """
 
-    __slots__ = ("_read", "_value")
+    __slots__ = ("_finish", "_reads", "_value")
 
-    def __init__(self, read: _packread.PendingRead, value: T) -> None:
-        self._read = read
+    def __init__(
+        self,
+        read: _packread.PendingRead | Sequence[_packread.PendingRead],
+        value: T,
+        finish: Callable[[], T] | None = None,
+    ) -> None:
+        self._reads = [read] if isinstance(read, _packread.PendingRead) else list(read)
         self._value = value
+        # Run once, after every read has succeeded: gives the value (reads that allocate their
+        # own results are only turned into Python objects then).
+        self._finish = finish
 
     def done(self) -> bool:
         """Whether the read has finished (successfully or not)."""
-        return self._read.done()
+        return all(r.done() for r in self._reads)
 
     def result(self, timeout: float | None = None) -> T:
         """The batch, once read; raises the read's exception, or ``TimeoutError`` if it is
         still being read after ``timeout`` seconds (``None``: wait as long as it takes)."""
-        self._read.wait(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for r in self._reads:
+            r.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        finish, self._finish = self._finish, None
+        if finish is not None:
+            self._value = finish()
         return self._value
 
     def __repr__(self) -> str:

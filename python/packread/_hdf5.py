@@ -25,18 +25,19 @@ Ragged = Literal["list", "flat"]
 RaggedBatch = Union[list[Any], tuple[np.ndarray, np.ndarray]]
 
 
-def _ragged(
-    inner: _packread.HDF5Reader, ds: HDF5Dataset, rows: np.ndarray, mode: str
-) -> RaggedBatch:
-    """Samples ``rows`` of a variable-length dataset, as ``mode`` says."""
-    values, offsets = inner.read_ragged(rows, ds.name)
+def _ragged(ds: HDF5Dataset, taken: tuple[np.ndarray, int, np.ndarray], mode: str) -> RaggedBatch:
+    """A finished variable-length read (``RaggedResult.take()``), as ``mode`` says."""
+    storage, nbytes, offsets = taken
+    vlen = ds.vlen or {}
+    values = storage.view(np.uint8)[:nbytes].view(ds.dtype)
+    values = values.reshape((-1, *vlen.get("elem_shape", ())))
     if not values.dtype.isnative:
         # As h5py and PyTables give sequences: in native byte order.
         values = values.astype(values.dtype.newbyteorder("="))
     if mode == "flat":
         return values, offsets
     bounds = offsets.tolist()
-    kind = ds.vlen["kind"] if ds.vlen else "array"
+    kind = vlen.get("kind", "array")
     if kind == "bytes":
         raw = values.tobytes()
         return [raw[a:b] for a, b in itertools.pairwise(bounds)]
@@ -70,9 +71,12 @@ def _start(
     rows: Any,
     out: dict[str, np.ndarray] | None,
     ragged: str = "list",
-) -> tuple[_packread.PendingRead, dict[str, Any]]:
-    """Starts reading samples ``rows`` of ``names`` into new arrays, or those of ``out``.
-    Variable-length datasets are read at once (their sizes are only known from the file)."""
+    pick: str | None = None,
+) -> PendingBatch[Any]:
+    """Starts reading samples ``rows`` of ``names`` into new arrays, or those of ``out``, on
+    packread's pool. Variable-length datasets are read there too (their sizes are only known
+    from the file), and turned into their Python form once the reads have finished. The batch
+    is the dict of arrays, or with ``pick`` that dataset's array alone."""
     rows = np.ascontiguousarray(rows, dtype=np.int64)
     result: dict[str, Any] = dict(out) if out is not None else {}
     unknown = set(result) - set(names)
@@ -87,11 +91,22 @@ def _start(
             raise InvalidArgumentError(f"out= cannot hold variable-length data ({n!r})")
         if n not in result and ds.vlen is None:
             result[n] = new_output(len(rows), ds.shape[1:], ds.dtype)
-    read = inner.read_into(rows, fixed, [result[n] for n in fixed])
+    reads = [inner.read_into(rows, fixed, [result[n] for n in fixed])]
+    pending: list[tuple[str, _packread.RaggedResult]] = []
     for n in names:
         if datasets[n].vlen is not None:
-            result[n] = _ragged(inner, datasets[n], rows, ragged)
-    return read, {n: result[n] for n in names}
+            read, slot = inner.read_ragged(rows, datasets[n].name)
+            reads.append(read)
+            pending.append((n, slot))
+    arrays = {n: result.get(n) for n in names}
+
+    def finish() -> Any:
+        for n, slot in pending:
+            arrays[n] = _ragged(datasets[n], slot.take(), ragged)
+        return arrays if pick is None else arrays[pick]
+
+    value = arrays if pick is None else arrays[pick]
+    return PendingBatch(reads, value, finish if pending else None)
 
 
 class HDF5Dataset:
@@ -131,20 +146,11 @@ class HDF5Dataset:
         """Samples along the first axis: an int gives one sample, anything else a batch."""
         me = {self.name: self}
         if isinstance(sel, (int, np.integer)):
-            read, arrays = _start(self._inner, me, [self.name], [int(sel)], None)
-            read.wait()
-            return arrays[self.name][0]
+            one = _start(self._inner, me, [self.name], [int(sel)], None, pick=self.name)
+            return one.result()[0]
         rows = as_indices(sel, len(self))
-        read, arrays = _start(
-            self._inner,
-            me,
-            [self.name],
-            rows,
-            None if out is None else {self.name: out},
-            self._ragged,
-        )
-        read.wait()
-        return arrays[self.name]
+        outs = None if out is None else {self.name: out}
+        return _start(self._inner, me, [self.name], rows, outs, self._ragged, self.name).result()
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_reopen_dataset, (*self._reopen, self.name))
@@ -296,14 +302,12 @@ class HDF5Reader:
         names = list(self._datasets)
         if self._single:
             outs = None if out is None else {names[0]: out}
-            read, arrays = _start(self._inner, self._datasets, names, rows, outs, self._ragged)
-            return PendingBatch(read, arrays[names[0]])
+            return _start(self._inner, self._datasets, names, rows, outs, self._ragged, names[0])
         if out is not None and not isinstance(out, dict):
             raise PackreadTypeError(
                 "out= must be a dict of arrays for a reader of several datasets"
             )
-        read, arrays = _start(self._inner, self._datasets, names, rows, out, self._ragged)
-        return PendingBatch(read, arrays)
+        return _start(self._inner, self._datasets, names, rows, out, self._ragged)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_reopen_hdf5, (self._args, self._options))

@@ -10,6 +10,7 @@ __all__ = [
     "NpyReader",
     "NpzReader",
     "PendingRead",
+    "RaggedResult",
     "ZipReader",
     "__version__",
     "epoch_order",
@@ -133,4 +134,8 @@ class HDF5Reader:
     def attrs(self, name: str) -> list[tuple[Any, ...]]: ...
     def read_ragged(
         self, idx: NDArray[np.int64], name: str
-    ) -> tuple[NDArray[Any], NDArray[np.int64]]: ...
+    ) -> tuple[PendingRead, RaggedResult]: ...
+
+@final
+class RaggedResult:
+    def take(self) -> tuple[NDArray[np.uint64], int, NDArray[np.int64]]: ...

@@ -122,7 +122,11 @@ mod tests {
         for i in 0..10_000u64 {
             c.insert((0, i), Arc::from(vec![i as u8]));
             if i >= 500 && i % 2 == 0 {
-                assert!(c.get((0, i - 500)).is_some(), "entry {} is still held", i - 500);
+                assert!(
+                    c.get((0, i - 500)).is_some(),
+                    "entry {} is still held",
+                    i - 500
+                );
             }
         }
         let inner = c.inner.lock().unwrap();

@@ -31,7 +31,7 @@ use meta::{
     FILTER_BITSHUFFLE, FILTER_BLOSC, FILTER_BLOSC2, FILTER_DEFLATE, FILTER_FLETCHER32, FILTER_LZ4,
     FILTER_LZF, FILTER_SHUFFLE, FILTER_ZSTD,
 };
-pub use vlen::RaggedPlan;
+pub use vlen::{RaggedBatch, RaggedPlan};
 
 use crate::codec::{BitshuffleInner, Faults, Pipeline, Step, Wrapper};
 use crate::dtype::DType;
@@ -138,6 +138,11 @@ impl Hdf5Dataset {
     /// What a variable-length dataset's sequences hold (`None` for fixed-size data).
     pub fn vlen(&self) -> Option<&Vlen> {
         self.meta.vlen.as_ref()
+    }
+
+    /// Whether libhdf5 reads this dataset (under its lock) rather than packread.
+    pub fn reads_through_library(&self) -> bool {
+        matches!(self.path, ReadPath::Library(_))
     }
 
     /// How packread reads this dataset, in words.
@@ -463,6 +468,14 @@ impl Hdf5File {
         for (slot, &w) in which.iter().enumerate() {
             let ds = &self.datasets[w];
             match &ds.path {
+                // libhdf5 would hand back its in-memory sequences, not heap IDs.
+                ReadPath::Library(_) if ds.meta.vlen.is_some() => {
+                    return Err(Error::new(
+                        ErrorKind::InvalidArgument,
+                        format!("{}:{}", self.location, ds.name()),
+                        "variable-length data is read with read_ragged",
+                    ));
+                }
                 ReadPath::Library(_) => plan.library.push((slot, w)),
                 ReadPath::Unreadable(why) => {
                     return Err(Error::new(
@@ -969,10 +982,6 @@ fn dataset(meta: DatasetMeta, location: &str) -> Result<Hdf5Dataset> {
     let path = match &meta.layout {
         Layout::Contiguous { addr: Some(a) } => ReadPath::Contiguous(*a),
         Layout::Contiguous { addr: None } => ReadPath::Fill,
-        // libhdf5 would hand back its in-memory sequences, not the stored heap IDs.
-        Layout::Other(why) if meta.vlen.is_some() => {
-            ReadPath::Unreadable(format!("variable-length data in {why} is not supported"))
-        }
         Layout::Other(why) => ReadPath::Library(why.clone()),
         Layout::Chunked { chunk, .. } => {
             chunk_bytes = chunk.iter().product::<usize>() * itemsize;
@@ -984,10 +993,6 @@ fn dataset(meta: DatasetMeta, location: &str) -> Result<Hdf5Dataset> {
                         f.id,
                         if f.name.is_empty() { "unknown" } else { &f.name }
                     )),
-                    None if meta.vlen.is_some() => ReadPath::Unreadable(
-                        "variable-length data behind a filter pipeline packread does not decode"
-                            .into(),
-                    ),
                     None => ReadPath::Library("a filter packread does not decode".into()),
                 },
             }

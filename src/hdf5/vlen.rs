@@ -9,14 +9,27 @@
 //! bytes, the collection size (a length); then objects, each a u16 index (0: the free space,
 //! which ends the list), u16 reference count, 4 reserved bytes, the object size (a length),
 //! and the data padded to a multiple of 8 bytes.
+//!
+//! Where that cannot go (compact or external storage, a filter packread does not decode),
+//! libhdf5 reads the sequences itself, under its lock, one sample at a time, and its memory is
+//! reclaimed with `H5Treclaim` after each.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ffi::{c_char, c_void, CStr};
 use std::sync::{Arc, Mutex};
 
+use hdf5_sys::h5d::{H5Dget_space, H5Dget_type, H5Dread};
+use hdf5_sys::h5i::hid_t;
+use hdf5_sys::h5p::H5P_DEFAULT;
+use hdf5_sys::h5s::{H5S_seloper_t, H5Sclose, H5Screate_simple, H5Sselect_hyperslab};
+use hdf5_sys::h5t::{
+    hvl_t, H5T_class_t, H5Tclose, H5Tcopy, H5Tget_class, H5Tget_cset, H5Tget_size, H5Tget_super,
+    H5Treclaim, H5Tset_cset, H5Tset_size, H5Tvlen_create, H5T_C_S1, H5T_VARIABLE,
+};
 use rayon::prelude::*;
 
 use super::meta::Vlen;
-use super::{h5err, Hdf5File};
+use super::{h5err, with_library, Hdf5File};
 use crate::error::Result;
 use crate::plan::resolve_indices;
 use crate::pool;
@@ -59,6 +72,42 @@ impl HeapIndex {
             }
             t.insert(addr, table);
         }
+    }
+}
+
+/// A batch of sequences, read: their elements one after another, and where each sample's
+/// start (`offsets[k]..offsets[k + 1]`, in elements).
+pub struct RaggedBatch {
+    /// The elements' bytes, in storage aligned for any numeric element (8 bytes).
+    storage: Vec<u64>,
+    nbytes: usize,
+    pub offsets: Vec<u64>,
+}
+
+impl RaggedBatch {
+    fn zeroed(nbytes: usize, offsets: Vec<u64>) -> RaggedBatch {
+        RaggedBatch {
+            storage: vec![0u64; nbytes.div_ceil(8)],
+            nbytes,
+            offsets,
+        }
+    }
+
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: the storage holds at least `nbytes` initialised bytes (zeroed u64s), and a
+        // u8 view of u64s has no alignment or validity requirement.
+        unsafe { std::slice::from_raw_parts_mut(self.storage.as_mut_ptr().cast(), self.nbytes) }
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: as in `bytes_mut`.
+        unsafe { std::slice::from_raw_parts(self.storage.as_ptr().cast(), self.nbytes) }
+    }
+
+    /// The 8-byte storage (its first `nbytes` bytes are the elements), `nbytes` and the
+    /// offsets, handed over without a copy.
+    pub fn into_parts(self) -> (Vec<u64>, usize, Vec<u64>) {
+        (self.storage, self.nbytes, self.offsets)
     }
 }
 
@@ -107,7 +156,166 @@ fn object_table(coll: &[u8], ss: usize) -> std::result::Result<ObjectTable, Stri
     Ok(table)
 }
 
+/// A type or dataspace id owned here, closed on drop.
+struct Owned(hid_t, unsafe extern "C" fn(hid_t) -> i32);
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        // SAFETY: an id opened here and not closed elsewhere; dropped under the HDF5 lock
+        // (every `Owned` lives inside `with_library`).
+        unsafe { (self.1)(self.0) };
+    }
+}
+
+fn owned(
+    id: hid_t,
+    close: unsafe extern "C" fn(hid_t) -> i32,
+    at: &str,
+    what: &str,
+) -> Result<Owned> {
+    if id < 0 {
+        Err(h5err(at, format!("libhdf5 could not make {what}")))
+    } else {
+        Ok(Owned(id, close))
+    }
+}
+
 impl Hdf5File {
+    /// Samples `idx` of the variable-length dataset `w`: natively (heap IDs decoded like any
+    /// chunk, sequences read in parallel) where the dataset's storage allows, else by libhdf5.
+    pub fn read_ragged(&self, idx: &[i64], w: usize) -> Result<RaggedBatch> {
+        if self.datasets[w].reads_through_library() {
+            return self.read_ragged_with_library(idx, w);
+        }
+        let plan = self.plan_ragged(idx, w)?;
+        let nbytes = usize::try_from(plan.total())
+            .ok()
+            .and_then(|n| n.checked_mul(plan.elem_bytes))
+            .ok_or_else(|| h5err(&self.location, "batch too large"))?;
+        let mut batch = RaggedBatch::zeroed(nbytes, plan.offsets.clone());
+        self.fill_ragged(&plan, batch.bytes_mut())?;
+        Ok(batch)
+    }
+
+    /// libhdf5 reads each sequence (a variable-length string as its bytes), in the stored byte
+    /// order, under its lock; its memory for each is reclaimed at once.
+    fn read_ragged_with_library(&self, idx: &[i64], w: usize) -> Result<RaggedBatch> {
+        let ds = &self.datasets[w];
+        let at = format!("{}:{}", self.location, ds.name());
+        let v = ds
+            .meta
+            .vlen
+            .as_ref()
+            .ok_or_else(|| h5err(&at, "is not variable-length data"))?;
+        let rows = resolve_indices(idx, self.samples)?;
+        let elem_bytes = v.base.itemsize() * v.elem_shape.iter().product::<usize>();
+        let (bytes, offsets) = with_library(&at, || -> Result<(Vec<u8>, Vec<u64>)> {
+            let h5ds = self
+                .h5
+                .file
+                .dataset(ds.name())
+                .map_err(|e| h5err(&at, format!("cannot open dataset: {e}")))?;
+            // SAFETY: valid ids, HDF5 lock held; every buffer handed to H5Dread holds one
+            // element of the memory type (a `hvl_t` or a `char *`), reclaimed after each read.
+            unsafe {
+                let ftype = owned(H5Dget_type(h5ds.id()), H5Tclose, &at, "the file type")?;
+                let string = H5Tget_class(ftype.0) == H5T_class_t::H5T_STRING;
+                let mtype = if string {
+                    let t = owned(H5Tcopy(*H5T_C_S1), H5Tclose, &at, "a string type")?;
+                    if H5Tset_size(t.0, H5T_VARIABLE) < 0
+                        || H5Tset_cset(t.0, H5Tget_cset(ftype.0)) < 0
+                    {
+                        return Err(h5err(&at, "libhdf5 could not make a string type"));
+                    }
+                    t
+                } else {
+                    let base = owned(H5Tget_super(ftype.0), H5Tclose, &at, "the base type")?;
+                    if H5Tget_size(base.0) != elem_bytes {
+                        return Err(h5err(
+                            &at,
+                            format!(
+                                "sequence elements of {} bytes, expected {elem_bytes}",
+                                H5Tget_size(base.0)
+                            ),
+                        ));
+                    }
+                    owned(H5Tvlen_create(base.0), H5Tclose, &at, "a sequence type")?
+                };
+                let fspace = owned(H5Dget_space(h5ds.id()), H5Sclose, &at, "the dataspace")?;
+                let one = [1u64];
+                let mspace = owned(
+                    H5Screate_simple(1, one.as_ptr(), std::ptr::null()),
+                    H5Sclose,
+                    &at,
+                    "a dataspace",
+                )?;
+                let mut bytes = Vec::new();
+                let mut offsets = Vec::with_capacity(rows.len() + 1);
+                offsets.push(0u64);
+                for &i in &rows {
+                    let start = [i as u64];
+                    if H5Sselect_hyperslab(
+                        fspace.0,
+                        H5S_seloper_t::H5S_SELECT_SET,
+                        start.as_ptr(),
+                        std::ptr::null(),
+                        one.as_ptr(),
+                        std::ptr::null(),
+                    ) < 0
+                    {
+                        return Err(h5err(&at, format!("cannot select sample {i}")));
+                    }
+                    let mut seq = hvl_t::default();
+                    let mut text: *mut c_char = std::ptr::null_mut();
+                    let buf: *mut c_void = if string {
+                        (&mut text as *mut *mut c_char).cast()
+                    } else {
+                        (&mut seq as *mut hvl_t).cast()
+                    };
+                    if H5Dread(h5ds.id(), mtype.0, mspace.0, fspace.0, H5P_DEFAULT, buf) < 0 {
+                        let why = hdf5_metno::Error::query()
+                            .map(|e| e.to_string())
+                            .unwrap_or_default();
+                        return Err(h5err(
+                            &at,
+                            format!("libhdf5 could not read sample {i}: {why}"),
+                        ));
+                    }
+                    let n = if string {
+                        let s = if text.is_null() {
+                            &[][..]
+                        } else {
+                            CStr::from_ptr(text).to_bytes()
+                        };
+                        bytes.extend_from_slice(s);
+                        Some(s.len())
+                    } else {
+                        let len = seq.len.checked_mul(elem_bytes);
+                        if let Some(len) = len.filter(|&l| l > 0 && !seq.p.is_null()) {
+                            bytes.extend_from_slice(std::slice::from_raw_parts(
+                                seq.p.cast::<u8>(),
+                                len,
+                            ));
+                        }
+                        len.map(|_| seq.len)
+                    };
+                    if H5Treclaim(mtype.0, mspace.0, H5P_DEFAULT, buf) < 0 {
+                        return Err(h5err(&at, "libhdf5 could not free a sequence it read"));
+                    }
+                    let n = n.ok_or_else(|| {
+                        h5err(&at, format!("sample {i}: sequence length overflows"))
+                    })?;
+                    let last = *offsets.last().expect("starts with 0");
+                    offsets.push(last + n as u64);
+                }
+                Ok((bytes, offsets))
+            }
+        })?;
+        let mut batch = RaggedBatch::zeroed(bytes.len(), offsets);
+        batch.bytes_mut().copy_from_slice(&bytes);
+        Ok(batch)
+    }
+
     /// The object table of the collection at `addr`: from the index, or by reading the
     /// collection once.
     fn collection(&self, addr: u64, v: &Vlen) -> Result<Arc<ObjectTable>> {
@@ -155,6 +363,12 @@ impl Hdf5File {
             .vlen
             .as_ref()
             .ok_or_else(|| h5err(&at, "is not variable-length data"))?;
+        if ds.reads_through_library() {
+            return Err(h5err(
+                &at,
+                "variable-length data that libhdf5 reads has no heap IDs to plan",
+            ));
+        }
         let rows = resolve_indices(idx, self.samples)?;
         let mut ids = vec![0u8; rows.len() * ds.sample_bytes];
         self.read_batch(idx, &[w], &mut [&mut ids])?;

@@ -1,20 +1,18 @@
 //! Bindings for HDF5: `HDF5Reader`.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use numpy::{PyArrayDescr, PyReadonlyArray1};
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
-use super::array::{
-    batch_shape, check_disjoint, empty, fresh_bytes, numpy_dtype, output, slices, RawOut,
-};
+use super::array::{batch_shape, check_disjoint, numpy_dtype, output, slices, RawOut};
 use super::errors::{invalid_argument, IntoPyResult};
 use super::pending::{submit, PendingRead};
 use crate::error::Error;
-use crate::hdf5::{AttrValue, Hdf5File, Selection, VlenKind};
+use crate::hdf5::{AttrValue, Hdf5File, RaggedBatch, Selection, VlenKind};
 use crate::plan::resolve_indices;
 
 /// Where the file comes from: a path (read in place or whole into memory) or its bytes.
@@ -43,7 +41,39 @@ fn origin(py: Python<'_>, src: &Bound<'_, PyAny>) -> PyResult<Origin> {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<HDF5Reader>()?;
+    m.add_class::<RaggedResult>()?;
     Ok(())
+}
+
+/// The sequences a `read_ragged` read, once it has finished.
+#[pyclass(module = "packread._packread", frozen)]
+pub struct RaggedResult {
+    slot: Arc<Mutex<Option<RaggedBatch>>>,
+}
+
+#[pymethods]
+impl RaggedResult {
+    /// `(storage, nbytes, offsets)`: the elements' bytes are the first `nbytes` bytes of
+    /// `storage` (uint64, so that any element type can view it aligned), sample `k` is
+    /// elements `offsets[k]:offsets[k + 1]`. Given once, after the read has finished.
+    fn take<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(Bound<'py, PyAny>, usize, Bound<'py, PyAny>)> {
+        let batch = self
+            .slot
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .ok_or_else(|| invalid_argument(py, "no finished read to take (wait for it first)"))?;
+        let (storage, nbytes, offsets) = batch.into_parts();
+        let offsets: Vec<i64> = offsets.into_iter().map(|o| o as i64).collect();
+        Ok((
+            numpy::PyArray1::from_vec(py, storage).into_any(),
+            nbytes,
+            numpy::PyArray1::from_vec(py, offsets).into_any(),
+        ))
+    }
 }
 
 /// Datasets of one HDF5 file read as batches along their first axis. See `packread.HDF5Reader`.
@@ -204,39 +234,34 @@ impl HDF5Reader {
         Ok(out)
     }
 
-    /// Samples `idx` of the variable-length dataset `name`, flat: `(values, offsets)`, the
-    /// sequences one after another and where each starts (`len(idx) + 1` offsets).
-    fn read_ragged<'py>(
+    /// Starts reading samples `idx` of the variable-length dataset `name` on the pool (their
+    /// sizes are only known from the file, so the read allocates): wait on the returned read,
+    /// then take the result.
+    fn read_ragged(
         &self,
-        py: Python<'py>,
+        py: Python<'_>,
         idx: PyReadonlyArray1<'_, i64>,
         name: &str,
-    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    ) -> PyResult<(PendingRead, RaggedResult)> {
         let idx = idx.as_slice()?.to_vec();
         let w = self.file.position(name).py_err(py)?;
-        let Some(v) = self.file.datasets()[w].vlen() else {
+        if self.file.datasets()[w].vlen().is_none() {
             return Err(invalid_argument(
                 py,
                 format!("{name} is not variable-length data"),
             ));
-        };
-        let file = &self.file;
-        let plan = py.detach(|| file.plan_ragged(&idx, w)).py_err(py)?;
-        let total =
-            usize::try_from(plan.total()).map_err(|_| invalid_argument(py, "batch too large"))?;
-        let mut shape = vec![total];
-        shape.extend_from_slice(&v.elem_shape);
-        let values = empty(py, &shape, &numpy_dtype(py, &v.base)?, false)?;
-        let raw = fresh_bytes(&values)?;
-        let offsets: Vec<i64> = plan.offsets.iter().map(|&o| o as i64).collect();
-        py.detach(move || {
-            // SAFETY: `values` was just allocated here and is alive for this call.
-            let out = unsafe { raw.as_mut_slice() };
-            file.fill_ragged(&plan, out)
-        })
-        .py_err(py)?;
-        let offsets = numpy::PyArray1::from_vec(py, offsets).into_any();
-        Ok((values, offsets))
+        }
+        resolve_indices(&idx, self.file.len())
+            .map_err(|e| e.at(self.file.location()))
+            .py_err(py)?;
+        let slot: Arc<Mutex<Option<RaggedBatch>>> = Arc::default();
+        let (file, theirs) = (self.file.clone(), slot.clone());
+        let read = submit(self.threads, Vec::new(), move || {
+            let batch = file.read_ragged(&idx, w)?;
+            *theirs.lock().unwrap_or_else(|e| e.into_inner()) = Some(batch);
+            Ok(())
+        });
+        Ok((read, RaggedResult { slot }))
     }
 
     /// Starts reading samples `idx` of datasets `names` into `outs` (one array each); names,

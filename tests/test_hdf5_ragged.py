@@ -1,0 +1,161 @@
+"""Variable-length data where the native path cannot go (compact and external storage):
+libhdf5 reads the sequences, under its lock, and
+batches equal h5py's. And ragged ``batch_async`` runs on packread's pool like every batch."""
+
+from __future__ import annotations
+
+import threading
+
+import h5py
+import numpy as np
+import pytest
+from _helpers import assert_same
+
+import packread
+
+N = 40
+
+
+def _rows(rng):
+    nums = [rng.integers(-1000, 1000, size=rng.integers(0, 20)).astype("<i4") for _ in range(N)]
+    big = [rng.standard_normal(rng.integers(0, 9)).astype(">f8") for _ in range(N)]
+    strs = [f"sample {i} {'é' * (i % 5)}" for i in range(N)]
+    blobs = [bytes(rng.integers(1, 128, rng.integers(0, 12), dtype=np.uint8)) for _ in range(N)]
+    return nums, big, strs, blobs
+
+
+def _create(f, name, dtype, dcpl, values):
+    tid = h5py.h5t.py_create(dtype, logical=True)
+    space = h5py.h5s.create_simple((N,))
+    h5py.h5d.create(f.id, name.encode(), tid, space, dcpl=dcpl)
+    d = f[name]
+    for i, v in enumerate(values):
+        d[i] = v
+
+
+def _dcpl(layout, tmp_path, name):
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    if layout == "compact":
+        dcpl.set_layout(h5py.h5d.COMPACT)
+    elif layout == "external":
+        ext = tmp_path / f"{name}.bin"
+        ext.touch()  # libhdf5 opens it, but does not create it
+        dcpl.set_external(str(ext).encode(), 0, h5py.h5f.UNLIMITED)
+    return dcpl
+
+
+# (A filter pipeline packread does not run itself takes the same libhdf5 path, but no writer
+# here makes one for variable-length data: hdf5plugin's blosc filters crash writing it, and
+# libhdf5 refuses two deflates or Fletcher-32 before deflate on it.)
+LAYOUTS = ["compact", "external"]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_ragged_through_libhdf5_matches_h5py(tmp_path, layout):
+    nums, big, strs, blobs = _rows(np.random.default_rng(1))
+    path = tmp_path / "v.h5"
+    datasets = {
+        "nums": (h5py.vlen_dtype(np.dtype("<i4")), nums),
+        "big_endian": (h5py.vlen_dtype(np.dtype(">f8")), big),
+        "strs": (h5py.string_dtype(), strs),
+        "blobs": (h5py.string_dtype("ascii"), blobs),
+    }
+    written = []
+    with h5py.File(path, "w") as f:
+        for name, (dtype, values) in datasets.items():
+            try:
+                _create(f, name, dtype, _dcpl(layout, tmp_path, name), values)
+            except (ValueError, OSError) as exc:  # libhdf5 refuses this combination
+                if name in f:
+                    del f[name]
+                print(f"{name}: {layout} not writable: {exc}")
+                continue
+            written.append(name)
+    assert written
+    r = packread.HDF5Reader(path)
+    assert sorted(r.keys()) == sorted(written), r.skipped
+    idx = [3, 0, -1, N - 1, 3, 10]
+    got = r.batch(idx)
+    flat = packread.HDF5Reader(path, written, ragged="flat").batch(idx)
+    with h5py.File(path, "r") as f:
+        for name in written:
+            assert r[name].read_path.startswith("libhdf5"), r[name].read_path
+            values, offsets = flat[name]
+            assert offsets.tolist()[0] == 0
+            assert len(offsets) == len(idx) + 1
+            for k, (g, i) in enumerate(zip(got[name], idx, strict=True)):
+                want = f[name][i]
+                if isinstance(want, np.ndarray):
+                    # What was written, in native order (h5py gives big-endian sequences'
+                    # bytes unswapped: not a reference for those).
+                    want = datasets[name][1][i]
+                    want = want.astype(want.dtype.newbyteorder("="))
+                    assert_same(g, want)
+                    assert_same(values[offsets[k] : offsets[k + 1]], want)
+                else:
+                    assert g == want, (name, g, want)
+    # A single dataset and an empty batch.
+    one = packread.HDF5Reader(path, written[0])
+    assert one.batch([]) == []
+    assert len(one.batch_async(range(N)).result()) == N
+
+
+def test_ragged_batch_async_reads_on_the_pool(tmp_path):
+    """The read happens in the background: a corrupt heap is reported by ``result()``, not by
+    ``batch_async`` (which checks only the arguments, at once)."""
+    path = tmp_path / "g.h5"
+    nums = _rows(np.random.default_rng(2))[0]
+    with h5py.File(path, "w") as f:
+        d = f.create_dataset("nums", (N,), dtype=h5py.vlen_dtype(np.dtype("<i4")))
+        for i, x in enumerate(nums):
+            d[i] = x
+        f.create_dataset("fixed", data=np.arange(N * 3).reshape(N, 3))
+    r = packread.HDF5Reader(path)
+    pending = r.batch_async([5, 1, 5])
+    got = pending.result()
+    assert pending.done()
+    assert_same(got["fixed"], np.arange(N * 3).reshape(N, 3)[[5, 1, 5]])
+    for g, i in zip(got["nums"], [5, 1, 5], strict=True):
+        assert_same(g, nums[i])
+    assert pending.result() is got  # the same batch, built once
+    with pytest.raises(IndexError):
+        r.batch_async([N])
+    raw = bytearray(path.read_bytes())
+    at = raw.index(b"GCOL")
+    raw[at : at + 4] = b"XCOL"
+    path.write_bytes(bytes(raw))
+    bad = packread.HDF5Reader(path, "nums")
+    pending = bad.batch_async(range(N))  # no error yet: the read runs on the pool
+    with pytest.raises(packread.HDF5Error, match="global heap"):
+        pending.result()
+
+
+def test_ragged_reads_release_the_gil(tmp_path):
+    """Python threads run while ragged batches are read (and several read at once)."""
+    path = tmp_path / "big.h5"
+    rng = np.random.default_rng(3)
+    with h5py.File(path, "w") as f:
+        d = f.create_dataset("nums", (2000,), dtype=h5py.vlen_dtype(np.dtype("<f8")), chunks=(50,))
+        for i in range(2000):
+            d[i] = rng.standard_normal(rng.integers(100, 400))
+    r = packread.HDF5Reader(path, "nums", ragged="flat")
+    ticks = 0
+    stop = threading.Event()
+
+    def count():
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+
+    t = threading.Thread(target=count)
+    t.start()
+    try:
+        pendings = [r.batch_async(rng.integers(0, 2000, 500)) for _ in range(8)]
+        results = [p.result() for p in pendings]
+    finally:
+        stop.set()
+        t.join()
+    assert ticks > 0
+    for values, offsets in results:
+        assert len(offsets) == 501
+        assert offsets[-1] == len(values)
