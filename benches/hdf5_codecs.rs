@@ -17,7 +17,9 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use packread::codec::{blosc2_compress, BitshuffleInner, Faults, Pipeline, Step};
+use packread::codec::{
+    bitunshuffle_block_with, blosc2_compress, BitshuffleInner, Faults, Kernel, Pipeline, Step,
+};
 use packread::ErrorKind;
 
 const FAULTS: Faults = Faults::both(ErrorKind::Hdf5);
@@ -251,6 +253,26 @@ fn codecs(c: &mut Criterion) {
             }
         })
     });
+    g.finish();
+
+    // The bit transpose alone, per kernel, on the image's 8192-element blocks.
+    let shuffled: Vec<u8> = img.chunks(8192).flat_map(bitshuffle_u8).collect();
+    let mut g = c.benchmark_group("hdf5_codecs/bitunshuffle_u8_image");
+    g.throughput(Throughput::Bytes(img.len() as u64));
+    g.measurement_time(Duration::from_secs(3));
+    for kernel in Kernel::available() {
+        let mut out = vec![0u8; img.len()];
+        let run = |out: &mut [u8]| {
+            for (s, d) in shuffled.chunks(8192).zip(out.chunks_mut(8192)) {
+                bitunshuffle_block_with(kernel, s, d, 1);
+            }
+        };
+        run(&mut out);
+        assert_eq!(out, img, "{kernel:?}");
+        g.bench_function(format!("{kernel:?}"), |b| {
+            b.iter(|| run(black_box(&mut out)))
+        });
+    }
     g.finish();
 }
 

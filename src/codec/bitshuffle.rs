@@ -26,12 +26,55 @@ pub fn default_block(itemsize: usize) -> usize {
     ((8192 / itemsize.max(1)) / 8 * 8).max(128)
 }
 
+/// Which implementation of the bit transpose runs (all give the same bytes; tests run each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernel {
+    /// 8x8 bit matrices in a u64, one group of 8 elements at a time.
+    Scalar,
+    /// 16 groups at a time (SSE2, part of every x86-64).
+    Sse2,
+    /// 32 groups at a time (AVX2, when the CPU has it).
+    Avx2,
+}
+
+impl Kernel {
+    /// The fastest this CPU runs (checked once; `is_x86_feature_detected` caches it).
+    pub fn best() -> Kernel {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                return Kernel::Avx2;
+            }
+            Kernel::Sse2
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Kernel::Scalar
+    }
+
+    /// Every kernel this CPU can run, slowest first.
+    pub fn available() -> Vec<Kernel> {
+        let mut k = vec![Kernel::Scalar];
+        if cfg!(target_arch = "x86_64") {
+            k.push(Kernel::Sse2);
+        }
+        if Kernel::best() == Kernel::Avx2 {
+            k.push(Kernel::Avx2);
+        }
+        k
+    }
+}
+
 /// Undoes the bit transpose of `n = input.len() / itemsize` elements (`n` a multiple of 8):
 /// row `8 * j + k` of the input (`n / 8` bytes) holds bit `k` of byte `j` of every element.
 pub fn bitunshuffle_block(input: &[u8], out: &mut [u8], itemsize: usize) {
-    debug_assert_eq!(input.len(), out.len());
+    bitunshuffle_block_with(Kernel::best(), input, out, itemsize)
+}
+
+/// [`bitunshuffle_block`] with a chosen kernel (one the CPU runs: see [`Kernel::available`]).
+pub fn bitunshuffle_block_with(kernel: Kernel, input: &[u8], out: &mut [u8], itemsize: usize) {
+    assert_eq!(input.len(), out.len());
     let n = input.len() / itemsize;
-    debug_assert_eq!(n % 8, 0);
+    assert_eq!(n % 8, 0);
     let row = n / 8;
     let group = 8 * itemsize;
     for j in 0..itemsize {
@@ -45,18 +88,26 @@ pub fn bitunshuffle_block(input: &[u8], out: &mut [u8], itemsize: usize) {
         let (r4, rest) = rest.split_at(row);
         let (r5, rest) = rest.split_at(row);
         let (r6, r7) = rest.split_at(row);
-        let gather = |g: usize| {
+        let rows8 = [r0, r1, r2, r3, r4, r5, r6, r7];
+        // The widest kernel takes what it can, the narrower ones the rest.
+        let mut done = 0;
+        #[cfg(target_arch = "x86_64")]
+        {
+            if kernel == Kernel::Avx2 {
+                assert!(std::arch::is_x86_feature_detected!("avx2"));
+                // SAFETY: the CPU has AVX2 (checked just above).
+                done = unsafe { simd::untranspose_32_groups(&rows8, out, j, itemsize, done) };
+            }
+            if kernel != Kernel::Scalar {
+                done = simd::untranspose_16_groups(&rows8, out, j, itemsize, done);
+            }
+        }
+        for g in done..row {
             // Byte g of the 8 rows: an 8x8 bit matrix, transposed into 8 output bytes.
-            transpose_8x8(u64::from_le_bytes([
+            let x = transpose_8x8(u64::from_le_bytes([
                 r0[g], r1[g], r2[g], r3[g], r4[g], r5[g], r6[g], r7[g],
             ]))
-            .to_le_bytes()
-        };
-        let rows8 = [r0, r1, r2, r3, r4, r5, r6, r7];
-        // Sixteen groups at a time with SSE2 (part of every x86-64), the rest one by one.
-        let fast = simd::untranspose_16_groups(&rows8, out, j, itemsize);
-        for g in fast..row {
-            let x = gather(g);
+            .to_le_bytes();
             let dst = &mut out[g * group..(g + 1) * group];
             if itemsize == 1 {
                 dst.copy_from_slice(&x);
@@ -69,26 +120,77 @@ pub fn bitunshuffle_block(input: &[u8], out: &mut [u8], itemsize: usize) {
     }
 }
 
+/// Writes the untransposed groups `g0..g0 + words.len()` (one u64 of 8 element bytes each) as
+/// byte `j` of their elements.
+#[inline(always)]
+fn store_groups(words: &[u64], out: &mut [u8], g0: usize, j: usize, itemsize: usize) {
+    if itemsize == 1 {
+        let dst = &mut out[g0 * 8..(g0 + words.len()) * 8];
+        for (d, w) in dst.chunks_exact_mut(8).zip(words) {
+            d.copy_from_slice(&w.to_le_bytes());
+        }
+    } else {
+        let group = 8 * itemsize;
+        for (gi, w) in words.iter().enumerate() {
+            let g = g0 + gi;
+            let dst = &mut out[g * group..(g + 1) * group];
+            for (k, b) in w.to_le_bytes().into_iter().enumerate() {
+                dst[k * itemsize + j] = b;
+            }
+        }
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod simd {
+    use super::store_groups;
     use std::arch::x86_64::*;
 
-    /// Writes byte `j` of the elements of groups `0..16 * m` (8 elements a group) from the 8
-    /// bit rows, 16 groups per step: an 8x16 byte transpose with unpacks gives each group's 8
-    /// row bytes side by side, then `movemask` picks bit 7 of each (one output byte per bit
-    /// position, the register shifted left between picks). Returns the groups written.
+    /// [`super::transpose_8x8`] on both 64-bit lanes.
+    #[inline(always)]
+    unsafe fn transpose_8x8_x2(mut x: __m128i) -> __m128i {
+        let m1 = _mm_set1_epi64x(0x00AA_00AA_00AA_00AA);
+        let m2 = _mm_set1_epi64x(0x0000_CCCC_0000_CCCC);
+        let m3 = _mm_set1_epi64x(0x0000_0000_F0F0_F0F0);
+        let mut t = _mm_and_si128(_mm_xor_si128(x, _mm_srli_epi64(x, 7)), m1);
+        x = _mm_xor_si128(x, _mm_xor_si128(t, _mm_slli_epi64(t, 7)));
+        t = _mm_and_si128(_mm_xor_si128(x, _mm_srli_epi64(x, 14)), m2);
+        x = _mm_xor_si128(x, _mm_xor_si128(t, _mm_slli_epi64(t, 14)));
+        t = _mm_and_si128(_mm_xor_si128(x, _mm_srli_epi64(x, 28)), m3);
+        _mm_xor_si128(x, _mm_xor_si128(t, _mm_slli_epi64(t, 28)))
+    }
+
+    /// [`super::transpose_8x8`] on the four 64-bit lanes.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn transpose_8x8_x4(mut x: __m256i) -> __m256i {
+        let m1 = _mm256_set1_epi64x(0x00AA_00AA_00AA_00AA);
+        let m2 = _mm256_set1_epi64x(0x0000_CCCC_0000_CCCC);
+        let m3 = _mm256_set1_epi64x(0x0000_0000_F0F0_F0F0);
+        let mut t = _mm256_and_si256(_mm256_xor_si256(x, _mm256_srli_epi64(x, 7)), m1);
+        x = _mm256_xor_si256(x, _mm256_xor_si256(t, _mm256_slli_epi64(t, 7)));
+        t = _mm256_and_si256(_mm256_xor_si256(x, _mm256_srli_epi64(x, 14)), m2);
+        x = _mm256_xor_si256(x, _mm256_xor_si256(t, _mm256_slli_epi64(t, 14)));
+        t = _mm256_and_si256(_mm256_xor_si256(x, _mm256_srli_epi64(x, 28)), m3);
+        _mm256_xor_si256(x, _mm256_xor_si256(t, _mm256_slli_epi64(t, 28)))
+    }
+
+    /// Writes byte `j` of the elements of groups `from..` (8 elements a group) from the 8 bit
+    /// rows, 16 groups per step: an 8x16 byte transpose with unpacks gives each group's 8 row
+    /// bytes side by side in a 64-bit lane, whose 8x8 bit matrix is then transposed in the
+    /// register (the scalar path's delta swaps, two groups at once). Returns where it stopped.
     pub fn untranspose_16_groups(
         rows: &[&[u8]; 8],
         out: &mut [u8],
         j: usize,
         itemsize: usize,
+        from: usize,
     ) -> usize {
         let row = rows[0].len();
-        let steps = row / 16;
-        let group = 8 * itemsize;
-        assert!(rows.iter().all(|r| r.len() == row) && out.len() >= row * group);
+        let steps = row.saturating_sub(from) / 16;
+        assert!(rows.iter().all(|r| r.len() == row) && out.len() >= row * 8 * itemsize);
         for s in 0..steps {
-            let g0 = 16 * s;
+            let g0 = from + 16 * s;
             // SAFETY: SSE2 is part of x86-64; every load reads 16 bytes at `g0 <= row - 16`
             // of a row of `row` bytes (checked above).
             let cols = unsafe {
@@ -126,45 +228,101 @@ mod simd {
                     _mm_unpackhi_epi32(u[3], u[7]),
                 ]
             };
-            // Bit 7 of every byte first (element 7 of each group), then 6, ...: all eight
-            // registers per bit position, for instruction-level parallelism.
-            let mut x = cols;
-            let mut words = [0u64; 16];
-            for m in (0..8).rev() {
-                for (i, xi) in x.iter_mut().enumerate() {
-                    // SAFETY: SSE2 register arithmetic only.
-                    let bits = unsafe {
-                        let bits = _mm_movemask_epi8(*xi) as u64;
-                        *xi = _mm_slli_epi16(*xi, 1);
-                        bits
-                    };
-                    words[2 * i] |= (bits & 0xff) << (8 * m);
-                    words[2 * i + 1] |= (bits >> 8) << (8 * m);
-                }
-            }
-            if itemsize == 1 {
-                let dst = &mut out[g0 * 8..(g0 + 16) * 8];
-                for (d, w) in dst.chunks_exact_mut(8).zip(words) {
-                    d.copy_from_slice(&w.to_le_bytes());
-                }
-            } else {
-                for (gi, w) in words.into_iter().enumerate() {
-                    let g = g0 + gi;
-                    let dst = &mut out[g * group..(g + 1) * group];
-                    for (k, b) in w.to_le_bytes().into_iter().enumerate() {
-                        dst[k * itemsize + j] = b;
+            // Each 64-bit lane now holds one group's 8 row bytes: an 8x8 bit matrix, transposed
+            // in place (three delta swaps) into the group's 8 output bytes.
+            for (i, c) in cols.into_iter().enumerate() {
+                // SAFETY: SSE2 register arithmetic, and a 16-byte store into `out` at a group
+                // index below `row` (checked above) when elements are single bytes.
+                unsafe {
+                    let x = transpose_8x8_x2(c);
+                    let g = g0 + 2 * i;
+                    if itemsize == 1 {
+                        _mm_storeu_si128(out.as_mut_ptr().add(g * 8).cast(), x);
+                    } else {
+                        let mut w = [0u64; 2];
+                        _mm_storeu_si128(w.as_mut_ptr().cast(), x);
+                        store_groups(&w, out, g, j, itemsize);
                     }
                 }
             }
         }
-        steps * 16
+        from + steps * 16
     }
-}
 
-#[cfg(not(target_arch = "x86_64"))]
-mod simd {
-    pub fn untranspose_16_groups(_: &[&[u8]; 8], _: &mut [u8], _: usize, _: usize) -> usize {
-        0
+    /// As [`untranspose_16_groups`], 32 groups per step in AVX2 registers. The unpacks work
+    /// within each 128-bit lane, so register i holds groups g0 + 2i, g0 + 2i + 1 in its low
+    /// lane and g0 + 16 + 2i, g0 + 17 + 2i in its high lane, each stored where it belongs.
+    ///
+    /// # Safety
+    /// The CPU has AVX2.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn untranspose_32_groups(
+        rows: &[&[u8]; 8],
+        out: &mut [u8],
+        j: usize,
+        itemsize: usize,
+        from: usize,
+    ) -> usize {
+        let row = rows[0].len();
+        let steps = row.saturating_sub(from) / 32;
+        assert!(rows.iter().all(|r| r.len() == row) && out.len() >= row * 8 * itemsize);
+        for s in 0..steps {
+            let g0 = from + 32 * s;
+            // SAFETY: every load reads 32 bytes at `g0 <= row - 32` of a row of `row` bytes
+            // (checked above); AVX2 is there (the caller's promise).
+            let r: [__m256i; 8] = std::array::from_fn(|k| unsafe {
+                _mm256_loadu_si256(rows[k].as_ptr().add(g0).cast())
+            });
+            let t: [__m256i; 8] = [
+                _mm256_unpacklo_epi8(r[0], r[1]),
+                _mm256_unpackhi_epi8(r[0], r[1]),
+                _mm256_unpacklo_epi8(r[2], r[3]),
+                _mm256_unpackhi_epi8(r[2], r[3]),
+                _mm256_unpacklo_epi8(r[4], r[5]),
+                _mm256_unpackhi_epi8(r[4], r[5]),
+                _mm256_unpacklo_epi8(r[6], r[7]),
+                _mm256_unpackhi_epi8(r[6], r[7]),
+            ];
+            let u: [__m256i; 8] = [
+                _mm256_unpacklo_epi16(t[0], t[2]),
+                _mm256_unpackhi_epi16(t[0], t[2]),
+                _mm256_unpacklo_epi16(t[1], t[3]),
+                _mm256_unpackhi_epi16(t[1], t[3]),
+                _mm256_unpacklo_epi16(t[4], t[6]),
+                _mm256_unpackhi_epi16(t[4], t[6]),
+                _mm256_unpacklo_epi16(t[5], t[7]),
+                _mm256_unpackhi_epi16(t[5], t[7]),
+            ];
+            let x: [__m256i; 8] = [
+                _mm256_unpacklo_epi32(u[0], u[4]),
+                _mm256_unpackhi_epi32(u[0], u[4]),
+                _mm256_unpacklo_epi32(u[1], u[5]),
+                _mm256_unpackhi_epi32(u[1], u[5]),
+                _mm256_unpacklo_epi32(u[2], u[6]),
+                _mm256_unpackhi_epi32(u[2], u[6]),
+                _mm256_unpacklo_epi32(u[3], u[7]),
+                _mm256_unpackhi_epi32(u[3], u[7]),
+            ];
+            for (i, xi) in x.into_iter().enumerate() {
+                let t = transpose_8x8_x4(xi);
+                let (lo, hi) = (_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+                let (g_lo, g_hi) = (g0 + 2 * i, g0 + 16 + 2 * i);
+                if itemsize == 1 {
+                    // SAFETY: 16-byte stores at group indices below `row` (checked above).
+                    unsafe {
+                        _mm_storeu_si128(out.as_mut_ptr().add(g_lo * 8).cast(), lo);
+                        _mm_storeu_si128(out.as_mut_ptr().add(g_hi * 8).cast(), hi);
+                    }
+                } else {
+                    let mut w = [0u64; 4];
+                    // SAFETY: stores into a local array of 32 bytes.
+                    unsafe { _mm256_storeu_si256(w.as_mut_ptr().cast(), t) };
+                    store_groups(&w[..2], out, g_lo, j, itemsize);
+                    store_groups(&w[2..], out, g_hi, j, itemsize);
+                }
+            }
+        }
+        from + steps * 32
     }
 }
 
@@ -380,6 +538,33 @@ mod tests {
                             "itemsize {itemsize} n {n} {inner:?} block {block}"
                         );
                     }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_kernel_matches_the_bitwise_reference() {
+        let kernels = Kernel::available();
+        assert!(kernels.contains(&Kernel::Scalar));
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        for itemsize in [1usize, 2, 3, 4, 8, 16] {
+            // Group counts around the 16- and 32-group steps of the SIMD kernels.
+            for groups in [1usize, 15, 16, 17, 31, 32, 33, 48, 64, 65, 200, 1024] {
+                let n = 8 * groups;
+                let data: Vec<u8> = (0..n * itemsize)
+                    .map(|_| {
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        rng as u8
+                    })
+                    .collect();
+                let shuffled = bitshuffle_block(&data, itemsize);
+                for &k in &kernels {
+                    let mut out = vec![0xA5; data.len()];
+                    bitunshuffle_block_with(k, &shuffled, &mut out, itemsize);
+                    assert_eq!(out, data, "{k:?} itemsize {itemsize} groups {groups}");
                 }
             }
         }

@@ -12,7 +12,7 @@ mod zstd;
 
 use std::sync::Arc;
 
-pub use bitshuffle::{bitshuffle_decode, BitshuffleInner};
+pub use bitshuffle::{bitshuffle_decode, bitunshuffle_block_with, BitshuffleInner, Kernel};
 pub use blosc::{
     blosc2_compress, blosc2_frame_decompress, blosc2_frame_size, blosc_decompress, BloscHeader,
 };
