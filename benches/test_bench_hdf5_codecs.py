@@ -7,20 +7,24 @@ by round, results checked before and after timing; files of a few hundred MB, wa
   values, ``blosc:lz4hc`` level 9, no shuffle, one row per chunk, batch 8; written by h5py +
   hdf5plugin and by PyTables.
 - ``hdf5-codec images <codec>``: 3x256x256 uint8 images, one per chunk, batch 64: zstd,
-  bitshuffle+LZ4, blosc-zstd with byte shuffle (hdf5plugin), PyTables' default blosc.
+  bitshuffle+LZ4, blosc-zstd with byte shuffle, blosc2-lz4 with byte shuffle and blosc2-zstd
+  with bit shuffle (hdf5plugin; n-d chunks, so b2nd frames), PyTables' default blosc and
+  PyTables' blosc2.
 - ``hdf5-codec vlarray``: a PyTables VLArray of 1-4 KB float32 rows, batch 64.
 
 Baselines: an h5py + hdf5plugin per-row loop (``out[k] = ds[i]``), or PyTables' ``node[i]``
 loop. The ``reference`` row "codec alone" decodes the same stored chunk bytes (read before
 timing with h5py's ``read_direct_chunk``) one after another on one thread with the codec's own
-Python binding (``blosc2.decompress`` reads blosc 1 buffers; hdf5plugin exposes no decoder),
-to compare with packread on one thread. Per-decoder speeds against the C libraries themselves
-are in ``benches/hdf5_codecs.rs`` (criterion).
+Python binding (``blosc2.decompress`` reads blosc 1 buffers, the ``bitshuffle`` package, the
+reference implementation, bitshuffle+LZ4; hdf5plugin exposes no decoder, and python-blosc2
+cannot read hdf5plugin's blosc2 frames), to compare with packread on one thread. Per-decoder speeds
+against the C libraries themselves are in ``benches/hdf5_codecs.rs`` (criterion).
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +79,57 @@ def _codec_alone(ds: h5py.Dataset, out: np.ndarray) -> Callable[[np.ndarray], np
         blosc2.set_nthreads(1)
         for k, i in enumerate(idx):
             blosc2.decompress(chunks[i], dst=out[k])
+        return out
+
+    return run
+
+
+def _stored_chunks(ds: h5py.Dataset) -> list[bytes] | None:
+    """Each row's stored chunk (one row per chunk), or None if some chunk is stored unfiltered
+    (the codec alone could not read it)."""
+    dsid = ds.id
+    n = ds.shape[0]
+    if any(dsid.get_chunk_info(i).filter_mask for i in range(n)):
+        return None
+    zeros = (0,) * (ds.ndim - 1)
+    return [dsid.read_direct_chunk((i, *zeros))[1] for i in range(n)]
+
+
+def _import_bitshuffle() -> Any:
+    """The ``bitshuffle`` package on one thread: its OpenMP runtime (a copy of its own) reads
+    OMP_NUM_THREADS once, when it loads; spinning OpenMP threads on a busy 2-core machine made
+    it 40x slower. Set only for that load."""
+    before = os.environ.get("OMP_NUM_THREADS")
+    os.environ["OMP_NUM_THREADS"] = "1"
+    try:
+        import bitshuffle
+    finally:
+        if before is None:
+            del os.environ["OMP_NUM_THREADS"]
+        else:
+            os.environ["OMP_NUM_THREADS"] = before
+    return bitshuffle
+
+
+def _bitshuffle_alone(
+    ds: h5py.Dataset, out: np.ndarray
+) -> Callable[[np.ndarray], np.ndarray] | None:
+    """The reference bitshuffle (the ``bitshuffle`` package, its LZ4 build) decoding each row's
+    stored chunk: HDF5's 12-byte header (total size, block size) stripped, blocks as stored."""
+    chunks = _stored_chunks(ds)
+    if chunks is None:
+        return None
+    bitshuffle = _import_bitshuffle()
+    itemsize = ds.dtype.itemsize
+    bodies = [np.frombuffer(c, np.uint8, offset=12) for c in chunks]
+    block = int.from_bytes(chunks[0][8:12], "big") // itemsize
+    shape = (int(np.prod(ds.shape[1:])),)
+
+    def run(idx: np.ndarray) -> np.ndarray:
+        for k, i in enumerate(idx):
+            out[k] = bitshuffle.decompress_lz4(bodies[i], shape, ds.dtype, block).reshape(
+                out.shape[1:]
+            )
         return out
 
     return run
@@ -174,8 +229,15 @@ IMAGE_CODECS: dict[str, Callable[[], Any]] = {
     "blosc-zstd byte shuffle": lambda: hdf5plugin.Blosc(
         cname="zstd", clevel=5, shuffle=hdf5plugin.Blosc.SHUFFLE
     ),
+    "blosc2-lz4 byte shuffle": lambda: hdf5plugin.Blosc2(
+        cname="lz4", clevel=5, filters=hdf5plugin.Blosc2.SHUFFLE
+    ),
+    "blosc2-zstd bit shuffle": lambda: hdf5plugin.Blosc2(
+        cname="zstd", clevel=5, filters=hdf5plugin.Blosc2.BITSHUFFLE
+    ),
 }
 PYTABLES_BLOSC = "PyTables default blosc"
+PYTABLES_BLOSC2 = "PyTables blosc2"
 
 
 @pytest.fixture(scope="session")
@@ -201,11 +263,21 @@ def image_files(bench_dir: Path, images: np.ndarray) -> dict[str, Path]:
             filters=tables.Filters(5, "blosc"),
         )
     files[PYTABLES_BLOSC] = p
+    p = bench_dir / "codec_img_pytables_blosc2.h5"
+    with tables.open_file(str(p), "w") as f:  # blosclz, shuffle: PyTables' default blosc2
+        f.create_carray(
+            "/",
+            "images",
+            obj=images,
+            chunkshape=(1, *IMG),
+            filters=tables.Filters(5, "blosc2"),
+        )
+    files[PYTABLES_BLOSC2] = p
     warm_page_cache(files.values())
     return files
 
 
-@pytest.mark.parametrize("codec", [*IMAGE_CODECS, PYTABLES_BLOSC])
+@pytest.mark.parametrize("codec", [*IMAGE_CODECS, PYTABLES_BLOSC, PYTABLES_BLOSC2])
 def test_images(
     benchmark: Any, image_files: dict[str, Path], images: np.ndarray, codec: str
 ) -> None:
@@ -221,17 +293,23 @@ def test_images(
         Variant("packread", "HDF5Reader.batch, 1 thread", lambda i: one.batch(i, out=outs[2])),
     ]
     pt = None
-    if codec == PYTABLES_BLOSC:
+    alone, how = None, ""
+    if codec.startswith("PyTables"):
         pt = tables.open_file(str(path), "r")
         variants.append(
             Variant("variant", "PyTables loop", _pytables_loop(pt.root.images, outs[3]))
         )
+    elif codec.startswith("blosc2"):
+        # No Python decoder to compare with: python-blosc2 refuses the opaque dtype that
+        # hdf5plugin's filter records in its frames. benches/hdf5_codecs.rs compares packread
+        # with c-blosc2 on the bare chunk instead.
+        pass
     elif codec.startswith("blosc"):
-        alone = _codec_alone(h5["images"], outs[3])
-        if alone is not None:
-            variants.append(
-                Variant("reference", "codec alone (blosc2.decompress), 1 thread", alone)
-            )
+        alone, how = _codec_alone(h5["images"], outs[3]), "blosc2.decompress"
+    elif codec.startswith("bitshuffle"):
+        alone, how = _bitshuffle_alone(h5["images"], outs[3]), "bitshuffle.decompress_lz4"
+    if alone is not None:
+        variants.append(Variant("reference", f"codec alone ({how}), 1 thread", alone))
     dsid = h5["images"].id
     infos = [dsid.get_chunk_info(i) for i in range(N_IMG)]
     compare(
