@@ -24,8 +24,10 @@ $(STAMP): requirements/dev.in requirements/lock.txt
 	touch $@
 
 # Builds the extension in release mode into the virtual environment (editable: python/ is used
-# in place, the compiled module is copied next to it).
+# in place, the compiled module is copied next to it). The module is built for the stable ABI
+# (`_packread.abi3.so`); a per-version build left from before would shadow it, so it goes.
 develop: $(STAMP)
+	rm -f python/packread/_packread.cpython-*.so
 	maturin develop --release --quiet
 
 demo: develop

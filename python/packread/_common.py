@@ -145,6 +145,20 @@ def as_indices(idx: Indices, length: int) -> np.ndarray:
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
+def byte_view(src: Any, what: str) -> np.ndarray:
+    """A zero-copy uint8 view of a bytes-like object, as the extension takes buffers (it is
+    built for the stable ABI of Python 3.10, which has no buffer protocol). The view holds the
+    buffer exported, so the bytes cannot move or shrink while it lives."""
+    try:
+        return np.frombuffer(src, dtype=np.uint8)
+    except (BufferError, ValueError):
+        raise InvalidArgumentError(f"{what} buffer must be C-contiguous") from None
+    except TypeError:
+        raise PackreadTypeError(
+            f"expected a path or a bytes-like object, not {type(src).__name__}"
+        ) from None
+
+
 def new_output(rows: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """An uninitialised batch array; every byte of it is written by the read."""
     return np.empty((rows, *shape), dtype=dtype)

@@ -14,6 +14,7 @@ from ._common import (
     Paths,
     PendingBatch,
     as_indices,
+    byte_view,
     check_num_threads,
     expand_paths,
     new_output,
@@ -36,7 +37,9 @@ def load_npy(
     """
     if isinstance(src, (str, os.PathLike)):
         return _packread.load_npy_file(os.fspath(src), max_header_size)
-    dtype, fortran, shape, offset, aligned = _packread.parse_npy_buffer(src, max_header_size)
+    dtype, fortran, shape, offset, aligned = _packread.parse_npy_buffer(
+        byte_view(src, "NPY"), max_header_size
+    )
     count = math.prod(shape)
     if count == 0 or dtype.itemsize == 0:
         empty = np.zeros(shape, dtype=dtype, order="F" if fortran else "C")

@@ -15,6 +15,7 @@ from ._common import (
     Paths,
     PendingBatch,
     as_indices,
+    byte_view,
     check_num_threads,
     expand_paths,
     new_output,
@@ -302,7 +303,7 @@ def load_npz(
     args = (verify_crc, max_member_bytes, max_header_size)
     if isinstance(src, (str, os.PathLike)):
         return _packread.load_npz_file(os.fspath(src), *args)
-    return _packread.load_npz_buffer(src, *args)
+    return _packread.load_npz_buffer(byte_view(src, "NPZ"), *args)
 
 
 class NpzReader:
