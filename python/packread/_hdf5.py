@@ -116,6 +116,14 @@ class HDF5Dataset:
         #: ``{"dtype", "elem_shape", "kind"}``, ``kind`` one of ``"array"``, ``"bytes"``,
         #: ``"unicode"``; ``None`` for fixed-size data.
         self.vlen: dict[str, Any] | None = info["vlen"]
+        #: Bytes the data takes in the file (chunks as stored, compressed or not), from the
+        #: chunk index read at open; ``None`` where libhdf5 keeps it (compact, external or
+        #: virtual storage). For variable-length data, the heap IDs only.
+        self.stored_bytes: int | None = info["stored_bytes"]
+        #: Chunks written (absent ones read as the fill value); 0 when not chunked.
+        self.chunks_written: int = info["chunks_written"]
+        #: Chunks stored with a filter skipped (PyTables stores chunks blosc cannot shrink so).
+        self.chunks_unfiltered: int = info["chunks_unfiltered"]
         if self.vlen is not None:
             self.dtype = self.vlen["dtype"]
         #: The dataset's attributes as h5py reads them; in a PyTables file only the user

@@ -35,100 +35,24 @@ import os
 import tempfile
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from . import _packread
-from ._common import BatchReader, expand_paths
+from ._common import BatchReader
 from ._hdf5 import HDF5Reader
 from ._npy import NpyReader
+from ._open import Source, open_reader
 from ._zip import NpzReader, ZipReader
-from .errors import InvalidArgumentError, PackreadFileNotFoundError, PackreadTypeError
+from .errors import InvalidArgumentError, PackreadTypeError
 
 __all__ = ["PackDataset", "PackMapDataset", "open_reader"]
 
-Source = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]], BatchReader]
-
 SHUFFLE_MODES = ("sample", "chunk", "none")
-_HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5", ".nc")
 _STATE_FORMAT = "packread.PackDataset/1"
-
-
-def open_reader(source: Source, datasets: Any = None, **options: Any) -> BatchReader:
-    """The packread reader for ``source``: an ``.h5``/``.hdf5`` file (``datasets``: dataset
-    paths), a ``.zip`` archive (``datasets``: the members, a pattern or a list), a folder, glob
-    pattern or list of ``.npy`` files, or of ``.npz`` files (``datasets``: the keys). A reader
-    (anything with ``__len__``, ``shape``, ``dtype`` and ``batch``) is returned as it is."""
-    if not isinstance(source, (str, os.PathLike, list, tuple)):
-        if not isinstance(source, BatchReader):
-            raise PackreadTypeError(
-                "source must be a path, a list of paths or a reader (with __len__, shape, "
-                f"dtype and batch), not {type(source).__name__}"
-            )
-        if datasets is not None or options:
-            raise InvalidArgumentError(
-                "datasets= and reader options apply when source is a path; this source is "
-                "a reader already"
-            )
-        return source
-    kind, target = _kind_of(source)
-    if kind == "hdf5":
-        return HDF5Reader(target, datasets, **options)
-    if kind == "zip":
-        if datasets is not None:
-            options["members"] = datasets
-        return ZipReader(target, **options)
-    if kind == "npz":
-        if datasets is not None:
-            options["keys"] = datasets
-        return NpzReader(target, **options)
-    if datasets is not None:
-        raise InvalidArgumentError("datasets= does not apply to .npy files (one array each)")
-    return NpyReader(target, **options)
-
-
-def _kind_of(source: Any) -> tuple[str, Any]:
-    """``("hdf5" | "zip" | "npz" | "npy", what the reader opens)``."""
-    if isinstance(source, (list, tuple)):
-        files = [os.fspath(p) for p in source]
-        if not files:
-            raise InvalidArgumentError("source is an empty list of files")
-        suffixes = {os.path.splitext(f)[1].lower() for f in files}
-        if suffixes == {".npz"}:
-            return "npz", files
-        if suffixes == {".npy"}:
-            return "npy", files
-        raise InvalidArgumentError(
-            f"a list source must hold only .npy or only .npz files, not {sorted(suffixes)}"
-        )
-    path = os.fspath(source)
-    if os.path.isdir(path):
-        names = os.listdir(path)
-        has_npy = any(n.endswith(".npy") for n in names)
-        has_npz = any(n.endswith(".npz") for n in names)
-        if has_npy and has_npz:
-            raise InvalidArgumentError(
-                f"{path}: the folder holds both .npy and .npz files; pass a glob pattern"
-            )
-        if not (has_npy or has_npz):
-            raise PackreadFileNotFoundError(f"{path}: no .npy or .npz files in this folder")
-        return ("npz" if has_npz else "npy"), path
-    lower = path.lower()
-    if lower.endswith(_HDF5_SUFFIXES):
-        return "hdf5", path
-    if lower.endswith(".zip"):
-        return "zip", path
-    if lower.endswith(".npz"):
-        return "npz", expand_paths(path, ".npz")
-    if lower.endswith(".npy"):
-        return "npy", expand_paths(path, ".npy")
-    raise InvalidArgumentError(
-        f"{path}: cannot tell the format (expected .h5/.hdf5, .zip, or a folder, list or glob "
-        "of .npy or .npz files); pass a reader instead"
-    )
 
 
 class _ReaderSlot:

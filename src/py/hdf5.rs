@@ -115,7 +115,8 @@ impl HDF5Reader {
         Ok(d)
     }
 
-    /// `{"dtype", "shape", "chunks", "filters", "read_path"}` of a dataset.
+    /// `{"dtype", "shape", "chunks", "filters", "read_path", "vlen", "stored_bytes",
+    /// "chunks_written", "chunks_unfiltered"}` of a dataset.
     fn info<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
         let i = self.file.position(name).py_err(py)?;
         let ds = &self.file.datasets()[i];
@@ -132,6 +133,10 @@ impl HDF5Reader {
         }
         d.set_item("filters", filters)?;
         d.set_item("read_path", ds.read_path())?;
+        let storage = ds.storage();
+        d.set_item("stored_bytes", storage.stored_bytes)?;
+        d.set_item("chunks_written", storage.chunks_written)?;
+        d.set_item("chunks_unfiltered", storage.chunks_unfiltered)?;
         let vlen = match ds.vlen() {
             None => None,
             Some(v) => {

@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
 use super::array::{batch_shape, empty, fresh_bytes, numpy_dtype, output};
-use super::errors::{invalid_argument, IntoPyResult};
+use super::errors::IntoPyResult;
 use super::pending::{submit, PendingRead};
 use crate::npy::{self, Limits, NpySet};
 use crate::plan::resolve_indices;
