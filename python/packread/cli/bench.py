@@ -352,7 +352,8 @@ class LoopDataset:
             raw = handle.read(self.keys[i])
             if self.keys[i].endswith(".npy"):
                 return np.load(io.BytesIO(raw))
-            return np.frombuffer(raw, dtype=self._dtype).reshape(self._shape)
+            # A copy, as the seed's `torch.tensor(buffer)` makes (torch wants it writable).
+            return np.frombuffer(raw, dtype=self._dtype).reshape(self._shape).copy()
         if self.kind == "npz":
             with np.load(self.files[i]) as f:
                 return {k: f[k] for k in self.keys}

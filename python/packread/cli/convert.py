@@ -529,12 +529,13 @@ def _open_source(
 
 
 def _block_rows(source: _Source, rows: dict[str, int], memory_bytes: int) -> int:
-    """Samples per block: a multiple of every output chunk, within ``memory_bytes`` when a
-    whole chunk of each fits."""
-    unit = math.lcm(*rows.values()) if rows else 1
+    """Samples per block: within ``memory_bytes`` (at least one sample), and a multiple of
+    every output chunk when that fits, so that each chunk is written once, whole."""
     per_sample = sum(math.prod(s) * d.itemsize for d, s in source.arrays.values()) or 1
-    blocks = max(1, memory_bytes // (per_sample * unit))
-    return unit * blocks
+    unit = math.lcm(*rows.values()) if rows else 1
+    if unit * per_sample > memory_bytes:
+        unit = 1
+    return unit * max(1, memory_bytes // (per_sample * unit))
 
 
 # --------------------------------------------------------------------------------------------
@@ -828,6 +829,7 @@ def verify_conversion(
     >>> result = convert("data/train/", "checked.zip", progress=False)
     >>> verify_conversion("data/train/", "checked.zip", result)
     """
+    src, dst = os.fspath(src), os.fspath(dst)
     if source is None:
         in_kind, _ = source_kind(src)
         names = list(result.datasets) if in_kind == "hdf5" else None

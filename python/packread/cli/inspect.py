@@ -251,8 +251,9 @@ def describe_filter(filter_id: int, name: str, params: tuple[int, ...]) -> str:
         return "fletcher32"
     if filter_id == 32000:
         return "lzf"
-    if filter_id == 32001 and len(p) >= 7:
-        return f"blosc({_BLOSC_NAMES.get(p[6], p[6])}, {p[4]}{_BLOSC_SHUFFLE.get(p[5], '')})"
+    if filter_id == 32001 and len(p) >= 6:  # PyTables leaves out the compressor for blosclz
+        cname = _BLOSC_NAMES.get(p[6], p[6]) if len(p) > 6 else "blosclz"
+        return f"blosc({cname}, {p[4]}{_BLOSC_SHUFFLE.get(p[5], '')})"
     if filter_id == 32004:
         return "lz4"
     if filter_id == 32008:
