@@ -61,7 +61,9 @@ def test_bench_writes_a_table_and_a_png(h5_file, tmp_path, capsys):
         assert config in out
     assert png.read_bytes()[:8] == PNG_MAGIC
     pixels = matplotlib.image.imread(png)
-    assert pixels.ndim == 3 and pixels.shape[0] > 100 and pixels.shape[1] > 100
+    assert pixels.ndim == 3
+    assert pixels.shape[0] > 100
+    assert pixels.shape[1] > 100
 
 
 def test_bench_json_rows(h5_file, capsys):
@@ -92,7 +94,8 @@ def test_bench_json_rows(h5_file, capsys):
         "DataLoader(PackDataset)",
     ]
     for r in rows:
-        assert len(r["rates"]) == 2 and all(x > 0 for x in r["rates"])
+        assert len(r["rates"]) == 2
+        assert all(x > 0 for x in r["rates"])
         assert r["samples_per_s"] == pytest.approx(float(np.median(r["rates"])))
 
 
@@ -116,7 +119,8 @@ def test_bench_other_formats(tmp_path, fmt):
                 np.savez(path / f"{i:02d}.npz", x=x, y=np.int64(i))
         extra = {}
     result = bench(path, batch_sizes=[5], workers=[0], batches=2, rounds=1, log=None, **extra)
-    assert len(result.rows) == 4 and all(r.samples_per_s > 0 for r in result.rows)
+    assert len(result.rows) == 4
+    assert all(r.samples_per_s > 0 for r in result.rows)
     # The baseline loop reads what packread reads.
     loop = LoopDataset(
         os.fspath(path), fmt, open_reader(path, extra.pop("datasets", None), **extra)
@@ -128,7 +132,8 @@ def test_bench_other_formats(tmp_path, fmt):
 
 def test_run_epoch_limit_and_steady_rate():
     epoch = run_epoch([np.zeros((4, 2))] * 10, limit=3)
-    assert epoch.samples == 12 and epoch.first_samples == 4
+    assert epoch.samples == 12
+    assert epoch.first_samples == 4
     assert epoch.steady_rate > 0
 
 
@@ -146,4 +151,5 @@ def test_help_and_module_entry_point():
     )
     assert proc.stdout.startswith("packread ")
     proc = subprocess.run([sys.executable, "-m", "packread"], capture_output=True, text=True)
-    assert proc.returncode == 2 and "inspect" in proc.stdout
+    assert proc.returncode == 2
+    assert "inspect" in proc.stdout

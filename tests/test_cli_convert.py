@@ -41,7 +41,8 @@ def digest(path):
 
 def assert_equal(got, want):
     got, want = np.asarray(got), np.asarray(want)
-    assert got.dtype == want.dtype and got.shape == want.shape
+    assert got.dtype == want.dtype
+    assert got.shape == want.shape
     assert got.tobytes() == want.tobytes()
 
 
@@ -274,10 +275,12 @@ def test_interrupted_then_resumed(npz_folder, tmp_path, fmt):
             progress=False,
         )
     assert not dst.exists()  # never half-written
-    assert os.path.exists(f"{dst}.partial") and os.path.exists(f"{dst}.partial.json")
+    assert os.path.exists(f"{dst}.partial")
+    assert os.path.exists(f"{dst}.partial.json")
     result = convert(npz_folder, dst, memory_bytes=small, resume=True, progress=False)
     assert result.resumed_from == seen[-1] > 0
-    assert not os.path.exists(f"{dst}.partial") and not os.path.exists(f"{dst}.partial.json")
+    assert not os.path.exists(f"{dst}.partial")
+    assert not os.path.exists(f"{dst}.partial.json")
     verify_conversion(npz_folder, dst, result)
     assert digest(npz_folder) == src_digest  # the source is only read
 
@@ -350,4 +353,5 @@ def test_keyboard_interrupt_tells_how_to_resume(npy_folder, tmp_path, capsys, mo
     dst = tmp_path / "out.h5"
     assert main(["convert", str(npy_folder), str(dst), "-q"]) == 130
     assert "--resume" in capsys.readouterr().err
-    assert os.path.exists(f"{dst}.partial") and not dst.exists()
+    assert os.path.exists(f"{dst}.partial")
+    assert not dst.exists()

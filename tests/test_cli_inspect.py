@@ -76,7 +76,8 @@ def test_auto_chunked_gzip_spans_and_misaligns(tmp_path):
         chunks = ds.chunks
     report = inspect(path)
     spans = int(np.prod([-(-s // c) for s, c in zip(IMAGE, chunks[1:], strict=True)]))
-    assert chunks[0] > 1 and spans > 1
+    assert chunks[0] > 1
+    assert spans > 1
     assert codes(report) == ["misaligned-chunks", "split-samples"]
     split = next(a for a in report.advice if a.code == "split-samples")
     assert f"one sample spans {spans} chunks" in split.message
@@ -92,7 +93,7 @@ def test_tiny_chunks(tmp_path):
     assert codes(report, "values") == ["tiny-chunks"]
     tiny = report.advice[codes(report).index("tiny-chunks")]
     k = MIN_CHUNK_BYTES // 4
-    assert f"chunks of 64 B are far too small: 18,750 chunks" in tiny.message
+    assert "chunks of 64 B are far too small: 18,750 chunks" in tiny.message
     assert f"{k} samples per chunk make them 4 KiB" in tiny.message
     assert codes(report, "pieces") == ["split-samples"]
     assert "one sample spans 192 chunks of 64 B" in report.render()
@@ -109,7 +110,8 @@ def test_huge_chunks_and_weak_compression(tmp_path):
     weak = next(a for a in report.advice if a.code == "weak-compression")
     assert "lzf shrinks it by 1.00x" in weak.message
     # With weak compression, every fix drops the codec.
-    assert {a.fix for a in report.advice} == {f"packread convert {path} huge-packed.h5 --codec none"}
+    fix = f"packread convert {path} huge-packed.h5 --codec none"
+    assert {a.fix for a in report.advice} == {fix}
 
 
 def test_contiguous_note_and_other_sample_counts(tmp_path):
@@ -124,7 +126,8 @@ def test_contiguous_note_and_other_sample_counts(tmp_path):
     assert item(report, "meta/mean").note == "has 3 samples, not 100"
     assert item(report, "scalar").note == "is a scalar (no first axis to index)"
     text = report.render(ascii_only=True)
-    assert "|-- meta/" in text and "|   `-- mean" in text
+    assert "|-- meta/" in text
+    assert "|   `-- mean" in text
 
 
 def test_codecs_read_only_through_libhdf5_or_not_at_all(tmp_path):
@@ -208,7 +211,8 @@ def test_single_npz_and_zip_files(tmp_path):
     report = inspect(zpath)
     assert [i.name for i in report.items] == ["img/*.raw", "*.json"]
     raw = item(report, "img/*.raw")
-    assert raw.count == 100 and raw.sample_shape == [int(np.prod(IMAGE))]
+    assert raw.count == 100
+    assert raw.sample_shape == [int(np.prod(IMAGE))]
     (advice,) = report.advice
     assert advice.code == "compressed-members"
     assert "101 of 101 members are deflated" in advice.message
