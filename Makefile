@@ -64,7 +64,9 @@ wheel-test: wheel
 # API reference from the docstrings, in site/api (open site/api/index.html).
 docs: develop
 	rm -rf site/api
-	$(PY) -m pdoc --docformat google --no-show-source -o site/api packread
+	$(PY) -m pdoc --docformat restructuredtext -o site/api \
+		packread packread.torch packread.cli packread.cli.inspect \
+		packread.cli.convert packread.cli.bench
 
 # Python-level benchmarks against h5py / numpy / zipfile (`cargo bench` for the Rust core).
 bench: develop

@@ -47,7 +47,12 @@ LOOPS = {
 
 @dataclass
 class Row:
-    """One configuration's result."""
+    """One configuration's result.
+
+    >>> row = Row("packread batch", "packread", 64, None, 12000.0, [11000.0, 12000.0, 13000.0])
+    >>> row.label
+    'packread batch, batch 64'
+    """
 
     #: ``"loop"``, ``"packread batch"``, ``"DataLoader(loop Dataset)"`` or
     #: ``"DataLoader(PackDataset)"``.
@@ -75,7 +80,12 @@ class Row:
 
 @dataclass
 class BenchResult:
-    """The rows of :func:`bench`, with a table and a chart of them."""
+    """The rows of :func:`bench`, with a table and a chart of them.
+
+    >>> result = bench("data/train/", batch_sizes=[4], workers=[], batches=2, rounds=1, log=None)
+    >>> result.format, result.loop
+    ('npy', 'numpy.load')
+    """
 
     path: str
     format: str
@@ -360,6 +370,11 @@ class LoopDataset:
         return np.load(self.files[i])
 
     def batch(self, idx: Iterable[int]) -> Any:
+        """Samples ``idx`` read one by one, then stacked (a dict of stacks for several arrays).
+
+        >>> LoopDataset("train.h5", "hdf5", open_reader("train.h5")).batch([0, 1])["images"].shape
+        (2, 3, 32, 32)
+        """
         samples = [self[int(i)] for i in idx]
         if isinstance(samples[0], dict):
             return {k: np.stack([s[k] for s in samples]) for k in samples[0]}
@@ -387,7 +402,12 @@ def _import_h5py() -> Any:
 
 @dataclass
 class Epoch:
-    """One pass over a loader, as :func:`run_epoch` measures it."""
+    """One pass over a loader, as :func:`run_epoch` measures it.
+
+    >>> epoch = run_epoch([np.zeros((8, 3))] * 4)
+    >>> epoch.samples, epoch.first_samples
+    (32, 8)
+    """
 
     samples: int
     seconds: float

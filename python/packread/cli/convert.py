@@ -85,8 +85,8 @@ class MismatchError(PackreadError, ValueError):
 class ConvertResult:
     """What :func:`convert` wrote.
 
-    >>> convert("data/train/", "train.zip", progress=False).datasets
-    {'data': {'dtype': 'float32', 'sample_shape': [4, 8], 'chunks': None, 'codec': 'none'}}
+    >>> convert("data/train/", "samples.zip", progress=False).datasets
+    {'data': {'dtype': 'float32', 'sample_shape': [4, 8], 'chunks': None, 'members': '*.npy'}}
     """
 
     src: str

@@ -51,7 +51,12 @@ INFLATE_BYTES_PER_S = 0.9e9
 @dataclass
 class Item:
     """One row of the tree: an HDF5 dataset, a ZIP member (or a pattern of members), an NPZ
-    array, or the files of a folder."""
+    array, or the files of a folder.
+
+    >>> images = inspect("train.h5").items[0]
+    >>> images.sample_shape, images.chunks, images.filters
+    ([3, 32, 32], [1, 3, 32, 32], ['gzip(4)'])
+    """
 
     name: str
     #: ``"dataset"``, ``"member"``, ``"members"``, ``"array"`` or ``"files"``.
@@ -80,7 +85,11 @@ class Item:
 
 @dataclass
 class Advice:
-    """Something about the layout that will cost training reads, with the numbers behind it."""
+    """Something about the layout that will cost training reads, with the numbers behind it.
+
+    >>> [a.code for a in inspect("data/npz/").advice]
+    ['compressed-npz']
+    """
 
     #: A stable identifier: ``misaligned-chunks``, ``split-samples``, ``tiny-chunks``,
     #: ``huge-chunks``, ``weak-compression``, ``libhdf5-read``, ``no-decoder``, ``contiguous``,
