@@ -30,6 +30,8 @@ from ..errors import PackreadError, UnsupportedError
 #: Chunks below this spend more on per-chunk work (a read, a decoder call, an index entry)
 #: than on their bytes; chunks are best at least this large, or one whole sample.
 MIN_CHUNK_BYTES = 4 << 10
+#: Chunks below this are far too small: the per-chunk work dwarfs their bytes.
+TINY_CHUNK_BYTES = 1 << 10
 #: A sample split over chunks smaller than this pays the per-chunk work many times.
 SPLIT_CHUNK_BYTES = 1 << 20
 #: Compression that shrinks data by less than this factor is not worth a decode per read.
@@ -393,7 +395,7 @@ def _dataset_advice(path: str, ds: HDF5Dataset, item: Item) -> list[Advice]:
                     _fix(path, codec),
                 )
             )
-        elif c0 < k and chunk_bytes < MIN_CHUNK_BYTES:
+        elif c0 < k and chunk_bytes < TINY_CHUNK_BYTES:
             out.append(
                 Advice(
                     "tiny-chunks",
@@ -425,8 +427,7 @@ def _dataset_advice(path: str, ds: HDF5Dataset, item: Item) -> list[Advice]:
                 name,
                 f"contiguous and uncompressed ({human_bytes(data)}): one pread per sample, the "
                 "fastest layout for random reads, but it cannot be compressed; chunks of "
-                f"{k} sample{'s' if k > 1 else ''} with a codec can",
-                _fix(path, "lz4"),
+                f"{k} sample{'s' if k > 1 else ''} with a codec can (packread convert --codec)",
             )
         )
     return out
