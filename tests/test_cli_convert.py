@@ -4,6 +4,7 @@ ever complete, and an existing DST is kept unless --force."""
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import os
 import subprocess
@@ -277,10 +278,13 @@ def test_interrupted_then_resumed(npz_folder, tmp_path, fmt):
     assert not dst.exists()  # never half-written
     assert os.path.exists(f"{dst}.partial")
     assert os.path.exists(f"{dst}.partial.json")
+    # ZIP: one copy of the central directory, the one the progress record names.
+    assert len(glob.glob(f"{dst}.partial.cd-*")) == (1 if fmt == "zip" else 0)
     result = convert(npz_folder, dst, memory_bytes=small, resume=True, progress=False)
     assert result.resumed_from == seen[-1] > 0
     assert not os.path.exists(f"{dst}.partial")
     assert not os.path.exists(f"{dst}.partial.json")
+    assert glob.glob(f"{dst}.partial*") == []
     verify_conversion(npz_folder, dst, result)
     assert digest(npz_folder) == src_digest  # the source is only read
 

@@ -21,6 +21,7 @@ HDF5 output needs h5py (and hdf5plugin for zstd, lz4, blosc and bitshuffle).
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import math
 import os
@@ -171,14 +172,12 @@ def convert(
     partial, journal = dst + ".partial", dst + ".partial.json"
     state = _load_state(partial, journal, source, options) if resume else None
     if not resume:
-        _remove(partial, journal, partial + ".cd")
-    rows = {
-        k: max(
-            1,
-            min(source.n, samples_per_chunk or samples_per_chunk_for(math.prod(shp) * dt.itemsize)),
-        )
-        for k, (dt, shp) in source.arrays.items()
-    }
+        _remove(partial, journal, *_ZipSink.directories(partial))
+    rows = {k: 1 for k in source.arrays}  # samples per output chunk (HDF5 only)
+    if out_kind == "hdf5":
+        for k, (dt, shp) in source.arrays.items():
+            per = samples_per_chunk or samples_per_chunk_for(math.prod(shp) * dt.itemsize)
+            rows[k] = max(1, min(source.n, per))
     try:
         if out_kind == "hdf5":
             sink: _Sink = _H5Sink(partial, source, rows, codec, shuffle, state is not None)
@@ -192,9 +191,11 @@ def convert(
     block = _block_rows(source, rows, memory_bytes)
     bar = _progress(source.n, done, dst, progress)
     last = time.monotonic()
+    finished = False
     try:
         if state is None:
             _save_state(journal, source, options, 0, sink.checkpoint())
+            sink.committed()
         lo = done
         while lo < source.n:
             hi = min(source.n, lo + block)
@@ -203,15 +204,19 @@ def convert(
             lo = hi
             if lo == source.n or time.monotonic() - last >= checkpoint_seconds:
                 _save_state(journal, source, options, lo, sink.checkpoint())
+                sink.committed()
                 last = time.monotonic()
                 if on_checkpoint is not None:
                     on_checkpoint(lo)
         sink.close()
+        finished = True
     finally:
         bar.close()
         sink.abandon()
+        if not (finished and verify):
+            source.close()
     os.replace(partial, dst)
-    _remove(journal, partial + ".cd")
+    _remove(journal, *_ZipSink.directories(partial))
     result = ConvertResult(
         src,
         dst,
@@ -223,7 +228,10 @@ def convert(
         warnings=sink.warnings,
     )
     if verify:
-        verify_conversion(src, dst, result, source)
+        try:
+            verify_conversion(src, dst, result, source)
+        finally:
+            source.close()
     result.seconds = time.perf_counter() - started
     return result
 
@@ -357,6 +365,9 @@ class _Source:
     def pattern(self, name: str) -> str:
         """The ZIP members holding array ``name`` (a glob)."""
         raise NotImplementedError
+
+    def close(self) -> None:
+        """Releases what the source holds open."""
 
 
 def _file_stamp(path: str) -> list[Any]:
@@ -552,6 +563,9 @@ class _Sink:
         """Makes everything written so far durable; returns what resuming needs."""
         raise NotImplementedError
 
+    def committed(self) -> None:
+        """The progress record now names the last checkpoint: older resume data can go."""
+
     def close(self) -> None:
         raise NotImplementedError
 
@@ -678,13 +692,15 @@ class _H5Sink(_Sink):
 
 class _ZipSink(_Sink):
     """An uncompressed ZIP written with :mod:`zipfile`. A checkpoint closes the archive (so
-    its central directory is written), keeps a copy of that directory beside it, and opens it
-    again for appending; resuming cuts the file where the directory was and puts it back."""
+    its central directory is written), keeps a copy of that directory beside it (named by its
+    offset, so the progress record and the copy always agree), and opens it again for
+    appending; resuming cuts the file where the directory was and puts it back."""
 
     def __init__(self, partial: str, source: _Source, state: dict[str, Any] | None) -> None:
         self.warnings = []
         self.partial = partial
-        self.cd_path = partial + ".cd"
+        self._kept: str | None = None
+        self._newest: str | None = None
         self._described = {
             name: {"dtype": str(dtype), "sample_shape": list(sample), "chunks": None}
             for name, (dtype, sample) in source.arrays.items()
@@ -693,7 +709,8 @@ class _ZipSink(_Sink):
         if state is None:
             self.zip = zipfile.ZipFile(partial, "w", zipfile.ZIP_STORED, allowZip64=True)
             return
-        with open(self.cd_path, "rb") as f:
+        self._kept = self._directory_path(state["sink"]["cd_offset"])
+        with open(self._kept, "rb") as f:
             directory = f.read()
         with open(partial, "r+b") as f:
             f.truncate(state["sink"]["cd_offset"])
@@ -715,14 +732,28 @@ class _ZipSink(_Sink):
         with open(self.partial, "rb") as f:
             f.seek(cd_offset)
             directory = f.read()
-        tmp = self.cd_path + ".tmp"
-        with open(tmp, "wb") as f:
+        path = self._directory_path(cd_offset)
+        with open(path + ".tmp", "wb") as f:
             f.write(directory)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, self.cd_path)
+        os.replace(path + ".tmp", path)
+        self._newest = path
         self.zip = zipfile.ZipFile(self.partial, "a", zipfile.ZIP_STORED, allowZip64=True)
         return {"cd_offset": cd_offset}
+
+    def committed(self) -> None:
+        if self._kept is not None and self._kept != self._newest:
+            _remove(self._kept)
+        self._kept = self._newest
+
+    def _directory_path(self, offset: int) -> str:
+        return f"{self.partial}.cd-{offset}"
+
+    @staticmethod
+    def directories(partial: str) -> list[str]:
+        """The central-directory copies of an output being written."""
+        return glob.glob(glob.escape(partial) + ".cd-*")
 
     def close(self) -> None:
         self.zip.close()
