@@ -153,3 +153,17 @@ def test_help_and_module_entry_point():
     proc = subprocess.run([sys.executable, "-m", "packread"], capture_output=True, text=True)
     assert proc.returncode == 2
     assert "inspect" in proc.stdout
+
+
+def test_bench_leaves_variable_length_data_out(tmp_path):
+    import tables
+
+    path = tmp_path / "ragged.h5"
+    with tables.open_file(path, "w") as f:
+        f.create_carray("/", "images", obj=np.zeros((16, 2, 4), np.uint8), chunkshape=(1, 2, 4))
+        tokens = f.create_vlarray("/", "tokens", tables.Int32Atom())
+        for i in range(16):
+            tokens.append(np.arange(i % 3, dtype=np.int32))
+    result = bench(path, batch_sizes=[4], workers=[0], batches=2, rounds=1, log=None)
+    assert "variable-length datasets left out: tokens" in result.notes
+    assert len(result.rows) == 4

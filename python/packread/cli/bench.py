@@ -212,10 +212,18 @@ def bench(
         options["num_threads"] = num_threads
     if kind == "zip":
         options.update({k: v for k, v in (("dtype", dtype), ("shape", shape)) if v is not None})
+    notes = []
+    if kind == "hdf5" and datasets is None:
+        # Variable-length data cannot be stacked by the loop or collated by torch's default.
+        every = open_reader(path, **options)
+        ragged = [k for k in every.keys() if every[k].vlen is not None]  # type: ignore[attr-defined]
+        if ragged:
+            datasets = [k for k in every.keys() if k not in ragged]  # type: ignore[attr-defined]
+            notes.append(f"variable-length datasets left out: {', '.join(ragged)}")
     reader = open_reader(path, datasets, **options)
     loop = LoopDataset(path, kind, reader)
     n = len(reader)
-    result = BenchResult(path, kind, n, LOOPS[kind], [])
+    result = BenchResult(path, kind, n, LOOPS[kind], [], notes)
     rng = np.random.default_rng(seed)
     runs: list[tuple[Row, Callable[[], float]]] = []
     for b in batch_sizes:
