@@ -8,9 +8,7 @@ use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
-use super::array::{
-    batch_shape, check_disjoint, empty, fresh_bytes, numpy_dtype, output, slices, RawOut,
-};
+use super::array::{batch_shape, empty, fresh_bytes, numpy_dtype, output, Outputs, RawOut};
 use super::errors::{invalid_argument, IntoPyResult};
 use super::pending::{submit, PendingRead};
 use crate::error::Error;
@@ -227,11 +225,12 @@ impl HDF5Reader {
         let mut shape = vec![total];
         shape.extend_from_slice(&v.elem_shape);
         let values = empty(py, &shape, &numpy_dtype(py, &v.base)?, false)?;
-        let raw = fresh_bytes(&values)?;
+        let raw = Outputs::one(fresh_bytes(&values)?);
         let offsets: Vec<i64> = plan.offsets.iter().map(|&o| o as i64).collect();
         py.detach(move || {
-            // SAFETY: `values` was just allocated here and is alive for this call.
-            let out = unsafe { raw.as_mut_slice() };
+            // SAFETY: `values` was just allocated here, is alive for this call and nothing
+            // else has seen it.
+            let out = unsafe { raw.into_slice() };
             file.fill_ragged(&plan, out)
         })
         .py_err(py)?;
@@ -275,12 +274,12 @@ impl HDF5Reader {
                 )
             })
             .collect::<PyResult<Vec<RawOut>>>()?;
-        check_disjoint(&raws).py_err(py)?;
+        let outputs = Outputs::disjoint(raws).py_err(py)?;
         let file = self.file.clone();
         let keep = outs.into_iter().map(Bound::unbind).collect();
         Ok(submit(self.threads, keep, move || {
-            // SAFETY: the outputs are kept alive by the job until it ends, and are disjoint.
-            let mut slices = unsafe { slices(&raws) };
+            // SAFETY: `keep` holds the output arrays until the job ends.
+            let mut slices = unsafe { outputs.into_slices() };
             file.read_batch(&idx, &which, &mut slices)
         }))
     }

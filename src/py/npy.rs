@@ -8,7 +8,7 @@ use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use super::array::{batch_shape, empty, fresh_bytes, numpy_dtype, output};
+use super::array::{batch_shape, empty, fresh_bytes, numpy_dtype, output, Outputs};
 use super::errors::{invalid_argument, IntoPyResult};
 use super::pending::{submit, PendingRead};
 use crate::npy::{self, Limits, NpySet};
@@ -42,10 +42,10 @@ fn load_npy_file<'py>(
         .py_err(py)?;
     let dtype = numpy_dtype(py, &header.dtype)?;
     let arr = empty(py, &header.shape, &dtype, header.fortran_order)?;
-    let out = fresh_bytes(&arr)?;
+    let out = Outputs::one(fresh_bytes(&arr)?);
     py.detach(move || {
         // SAFETY: `arr` is alive on this frame and nothing else knows it yet.
-        let out = unsafe { out.as_mut_slice() };
+        let out = unsafe { out.into_slice() };
         npy::read_file_data(&path, &header, stamp, out)
     })
     .py_err(py)?;
@@ -67,10 +67,10 @@ fn parse_npy_buffer<'py>(
     }
     let len = buffer.len_bytes();
     let ptr = buffer.buf_ptr() as *const u8;
-    // SAFETY: a contiguous buffer of `len` bytes, held by `buffer` for this call.
     let bytes: &[u8] = if len == 0 {
         &[]
     } else {
+        // SAFETY: a contiguous buffer of `len` bytes, held by `buffer` for this call.
         unsafe { std::slice::from_raw_parts(ptr, len) }
     };
     let header = npy::parse_header(bytes, len, "<buffer>", &limits(max_header_size)).py_err(py)?;
@@ -148,14 +148,14 @@ impl NpyReader {
         let idx: Vec<i64> = idx.as_array().to_vec();
         resolve_indices(&idx, self.set.len()).py_err(py)?;
         let shape = batch_shape(idx.len(), self.set.sample_shape());
-        let raw = output(out, &shape, self.dtype.bind(py))?;
+        let raw = Outputs::one(output(out, &shape, self.dtype.bind(py))?);
         let set = self.set.clone();
         Ok(submit(
             self.threads,
             vec![out.clone().unbind()],
             move || {
-                // SAFETY: `out` is kept alive by the job until it ends.
-                let out = unsafe { raw.as_mut_slice() };
+                // SAFETY: the job holds `out` until it ends.
+                let out = unsafe { raw.into_slice() };
                 set.read_batch(&idx, out)
             },
         ))

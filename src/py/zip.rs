@@ -8,9 +8,7 @@ use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-use super::array::{
-    batch_shape, check_disjoint, empty, fresh_bytes, numpy_dtype, output, slices, RawOut,
-};
+use super::array::{batch_shape, empty, fresh_bytes, numpy_dtype, output, Outputs, RawOut};
 use super::errors::{invalid_argument, to_py, IntoPyResult};
 use super::pending::{submit, PendingRead};
 use crate::codec::NpyExpect;
@@ -165,15 +163,15 @@ impl ZipReader {
                 ),
             ));
         }
-        let raw = output(out, &shape, &dtype)?;
+        let raw = Outputs::one(output(out, &shape, &dtype)?);
         let sample_bytes = shape[1..].iter().product::<usize>() * dtype.itemsize();
         let index = self.index.clone();
         Ok(submit(
             self.threads,
             vec![out.clone().unbind()],
             move || {
-                // SAFETY: `out` is kept alive by the job until it ends.
-                index.read_raw_batch(&positions, sample_bytes, unsafe { raw.as_mut_slice() })
+                // SAFETY: the job holds `out` until it ends.
+                index.read_raw_batch(&positions, sample_bytes, unsafe { raw.into_slice() })
             },
         ))
     }
@@ -204,7 +202,11 @@ impl ZipReader {
                 )
             })?;
         let dtype = numpy_dtype(py, &header.dtype)?;
-        let raw = output(out, &batch_shape(positions.len(), &header.shape), &dtype)?;
+        let raw = Outputs::one(output(
+            out,
+            &batch_shape(positions.len(), &header.shape),
+            &dtype,
+        )?);
         let expect = Arc::new(NpyExpect {
             dtype: header.dtype,
             shape: header.shape,
@@ -215,8 +217,8 @@ impl ZipReader {
             self.threads,
             vec![out.clone().unbind()],
             move || {
-                // SAFETY: `out` is kept alive by the job until it ends.
-                index.read_npy_batch(&positions, &expect, unsafe { raw.as_mut_slice() })
+                // SAFETY: the job holds `out` until it ends.
+                index.read_npy_batch(&positions, &expect, unsafe { raw.into_slice() })
             },
         ))
     }
@@ -313,12 +315,12 @@ impl NpzReader {
                 )
             })
             .collect::<PyResult<Vec<RawOut>>>()?;
-        check_disjoint(&raws).py_err(py)?;
+        let outputs = Outputs::disjoint(raws).py_err(py)?;
         let set = self.set.clone();
         let keep = outs.into_iter().map(Bound::unbind).collect();
         Ok(submit(self.threads, keep, move || {
-            // SAFETY: the outputs are kept alive by the job until it ends, and are disjoint.
-            let mut slices = unsafe { slices(&raws) };
+            // SAFETY: `keep` holds the output arrays until the job ends.
+            let mut slices = unsafe { outputs.into_slices() };
             set.read_batch(&idx, &positions, &mut slices)
         }))
     }
@@ -362,10 +364,11 @@ fn load_npz_buffer<'py>(
     }
     let len = view.len_bytes();
     let ptr = view.buf_ptr() as *const u8;
-    // SAFETY: `view` keeps the buffer alive and unmoved for this whole call.
     let bytes: &[u8] = if len == 0 {
         &[]
     } else {
+        // SAFETY: `view` keeps the buffer alive and unmoved for this whole call; it is
+        // C-contiguous and `len` bytes long.
         unsafe { std::slice::from_raw_parts(ptr, len) }
     };
     let limits = limits(verify_crc, max_member_bytes, max_header_size);
@@ -437,13 +440,14 @@ fn load_contents<'py, S: Source>(
         .iter()
         .map(fresh_bytes)
         .collect::<PyResult<Vec<RawOut>>>()?;
+    // Separate allocations: disjoint by construction, checked all the same.
+    let outputs = Outputs::disjoint(raws).py_err(py)?;
     if !to_read.is_empty() {
         let index_ref = index;
         let to_read_ref = &to_read;
         py.detach(move || {
             // SAFETY: the arrays were just allocated here and stay alive on this frame.
-            let mut outs: Vec<&mut [u8]> =
-                raws.iter().map(|r| unsafe { r.as_mut_slice() }).collect();
+            let mut outs = unsafe { outputs.into_slices() };
             npz::read_arrays(index_ref, to_read_ref, &mut outs)
         })
         .py_err(py)?;
