@@ -10,6 +10,7 @@
 //!   block a big-endian u32 compressed size and the block compressed, the last `n % 8`
 //!   elements raw at the end.
 
+use super::CodecError;
 use super::{lz4::lz4_block, zstd::zstd_decompress};
 
 /// The compressor inside bitshuffle (its `cd_values[4]`).
@@ -192,25 +193,25 @@ pub fn bitshuffle_decode(
     block: usize,
     inner: BitshuffleInner,
     tmp: &mut Vec<u8>,
-) -> Result<(), String> {
+) -> Result<(), CodecError> {
     if itemsize == 0 {
-        return Err("bitshuffle: element size 0".into());
+        return Err(CodecError::Params("bitshuffle: element size 0".into()));
     }
     if out.len() % itemsize != 0 {
-        return Err(format!(
+        return Err(CodecError::Corrupt(format!(
             "bitshuffle: {} bytes is not a whole number of {itemsize}-byte elements",
             out.len()
-        ));
+        )));
     }
     let n = out.len() / itemsize;
     let (body, mut at, block) = match inner {
         BitshuffleInner::None => {
             if input.len() != out.len() {
-                return Err(format!(
+                return Err(CodecError::Corrupt(format!(
                     "bitshuffle: {} stored bytes, expected {}",
                     input.len(),
                     out.len()
-                ));
+                )));
             }
             (
                 input,
@@ -231,24 +232,24 @@ pub fn bitshuffle_decode(
             })?;
             let total = u64::from_be_bytes(head[..8].try_into().expect("8 bytes"));
             if total != out.len() as u64 {
-                return Err(format!(
+                return Err(CodecError::Corrupt(format!(
                     "bitshuffle: header says {total} decoded bytes, the chunk holds {}",
                     out.len()
-                ));
+                )));
             }
             let block_bytes = be_u32(head, 8).expect("4 bytes");
             if block_bytes == 0 || block_bytes % itemsize != 0 {
-                return Err(format!(
+                return Err(CodecError::Corrupt(format!(
                     "bitshuffle: header block size {block_bytes} is not a positive multiple of {itemsize}"
-                ));
+                )));
             }
             (input, 12, block_bytes / itemsize)
         }
     };
     if block % 8 != 0 || block == 0 {
-        return Err(format!(
+        return Err(CodecError::Corrupt(format!(
             "bitshuffle: block size {block} is not a positive multiple of 8"
-        ));
+        )));
     }
     let mut done = 0; // elements decoded
     while n - done >= 8 {
@@ -295,10 +296,10 @@ pub fn bitshuffle_decode(
     out[done * itemsize..].copy_from_slice(src);
     at += rest;
     if at != body.len() {
-        return Err(format!(
+        return Err(CodecError::Corrupt(format!(
             "bitshuffle: {} stored bytes after the data",
             body.len() - at
-        ));
+        )));
     }
     Ok(())
 }

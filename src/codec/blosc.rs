@@ -8,6 +8,7 @@
 //! holds before the call: a header that disagrees is an error here, never a read past the
 //! chunk or a decode of the wrong size.
 
+use super::CodecError;
 use std::ffi::c_void;
 
 /// Bytes of a blosc 1.x header.
@@ -29,7 +30,7 @@ pub struct BloscHeader {
 }
 
 impl BloscHeader {
-    pub fn parse(input: &[u8]) -> Result<BloscHeader, String> {
+    pub fn parse(input: &[u8]) -> Result<BloscHeader, CodecError> {
         let h = input.get(..BLOSC_HEADER).ok_or_else(|| {
             format!(
                 "blosc: {} stored bytes, shorter than the {BLOSC_HEADER}-byte header",
@@ -49,54 +50,54 @@ impl BloscHeader {
 }
 
 /// Decodes the blosc buffer `input` into exactly `out`.
-pub fn blosc_decompress(input: &[u8], out: &mut [u8]) -> Result<(), String> {
+pub fn blosc_decompress(input: &[u8], out: &mut [u8]) -> Result<(), CodecError> {
     let h = BloscHeader::parse(input)?;
     if h.version != FORMAT_VERSION {
-        return Err(format!(
+        return Err(CodecError::Corrupt(format!(
             "blosc: header format version {} (expected {FORMAT_VERSION})",
             h.version
-        ));
+        )));
     }
     if h.nbytes != out.len() {
-        return Err(format!(
+        return Err(CodecError::Corrupt(format!(
             "blosc: header says {} decoded bytes, the chunk holds {}",
             h.nbytes,
             out.len()
-        ));
+        )));
     }
     if h.cbytes < BLOSC_HEADER || h.cbytes > input.len() {
-        return Err(format!(
+        return Err(CodecError::Corrupt(format!(
             "blosc: header says {} compressed bytes, {} are stored",
             h.cbytes,
             input.len()
-        ));
+        )));
     }
     if out.is_empty() {
         return Ok(());
     }
     if h.typesize == 0 || h.blocksize == 0 {
-        return Err(format!(
+        return Err(CodecError::Corrupt(format!(
             "blosc: header has typesize {} and blocksize {} (neither may be 0)",
             h.typesize, h.blocksize
-        ));
+        )));
     }
     if h.flags & MEMCPYED != 0 {
         // Stored as is: no need for the library.
         if h.cbytes != BLOSC_HEADER + out.len() {
-            return Err(format!(
+            return Err(CodecError::Corrupt(format!(
                 "blosc: a stored (memcpy'ed) buffer of {} bytes holds {} after its header",
                 out.len(),
                 h.cbytes - BLOSC_HEADER
-            ));
+            )));
         }
         out.copy_from_slice(&input[BLOSC_HEADER..h.cbytes]);
         return Ok(());
     }
     if i32::try_from(out.len()).is_err() {
-        return Err(format!(
+        return Err(CodecError::Corrupt(format!(
             "blosc: {} bytes is more than blosc can hold",
             out.len()
-        ));
+        )));
     }
     // SAFETY: c-blosc reads at most `cbytes` (checked above to lie inside `input`) bytes of
     // `src`, validating every block offset against it, and writes at most `destsize` bytes.
@@ -109,10 +110,10 @@ pub fn blosc_decompress(input: &[u8], out: &mut [u8]) -> Result<(), String> {
         )
     };
     if n < 0 || n as usize != out.len() {
-        return Err(format!(
+        return Err(CodecError::Corrupt(format!(
             "blosc: corrupt buffer (c-blosc returned {n}, expected {} bytes)",
             out.len()
-        ));
+        )));
     }
     Ok(())
 }

@@ -23,6 +23,47 @@ pub use zstd::zstd_decompress;
 
 use crate::error::{Error, ErrorKind};
 
+/// Why stored bytes did not decode. Codecs know nothing of files or formats; each format
+/// turns these into its own error kind in one place ([`Faults::error`]), and the binding turns
+/// that kind into a Python exception in one place (`py::errors`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CodecError {
+    /// Not a valid stream of the codec, or one that decodes to the wrong size.
+    Corrupt(String),
+    /// A stream that would decode past the size it declares (a decompression bomb).
+    Overflow(String),
+    /// A checksum (CRC-32, Fletcher-32) that does not match the bytes.
+    Checksum(String),
+    /// Filter parameters that make no sense (an item size of 0, a block size that is not a
+    /// multiple of 8).
+    Params(String),
+}
+
+impl std::fmt::Display for CodecError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CodecError::Corrupt(m)
+            | CodecError::Overflow(m)
+            | CodecError::Checksum(m)
+            | CodecError::Params(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for CodecError {}
+
+impl From<String> for CodecError {
+    fn from(msg: String) -> Self {
+        CodecError::Corrupt(msg)
+    }
+}
+
+impl From<&str> for CodecError {
+    fn from(msg: &str) -> Self {
+        CodecError::Corrupt(msg.to_string())
+    }
+}
+
 /// Which error kinds a format reports decoding failures as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Faults {
@@ -42,6 +83,15 @@ impl Faults {
 
     pub(crate) fn corrupt(&self, msg: impl Into<String>) -> Error {
         Error::new(self.corrupt, "", msg)
+    }
+
+    /// The one place a codec's error becomes a format's error: a bomb is `overflow`, anything
+    /// else `corrupt` (the file's bytes are bad, whatever the detail).
+    pub fn error(&self, e: CodecError) -> Error {
+        match e {
+            CodecError::Overflow(m) => Error::new(self.overflow, "", m),
+            other => Error::new(self.corrupt, "", other.to_string()),
+        }
     }
 }
 
@@ -105,26 +155,26 @@ impl Step {
 
     fn apply(&self, input: &[u8], out: &mut [u8], faults: Faults) -> Result<(), Error> {
         match self {
-            Step::Inflate(wrapper) => inflate(input, out, *wrapper, faults),
+            Step::Inflate(wrapper) => inflate(input, out, *wrapper).map_err(|e| faults.error(e)),
             Step::NpyStream(expect) => npy_stream_to_c(input, out, expect),
             Step::FortranToC { shape, itemsize } => {
-                fortran_to_c(input, out, shape, *itemsize).map_err(|m| faults.corrupt(m))
+                fortran_to_c(input, out, shape, *itemsize).map_err(|e| faults.error(e))
             }
-            Step::Fletcher32 => strip_fletcher32(input, out).map_err(|m| faults.corrupt(m)),
+            Step::Fletcher32 => strip_fletcher32(input, out).map_err(|e| faults.error(e)),
             Step::Unshuffle { itemsize } => {
-                unshuffle(input, out, *itemsize).map_err(|m| faults.corrupt(m))
+                unshuffle(input, out, *itemsize).map_err(|e| faults.error(e))
             }
-            Step::Lzf => lzf_decompress(input, out).map_err(|m| faults.corrupt(m)),
-            Step::Blosc => blosc_decompress(input, out).map_err(|m| faults.corrupt(m)),
-            Step::Zstd => zstd_decompress(input, out).map_err(|m| faults.corrupt(m)),
-            Step::Lz4 => lz4_hdf5(input, out).map_err(|m| faults.corrupt(m)),
+            Step::Lzf => lzf_decompress(input, out).map_err(|e| faults.error(e)),
+            Step::Blosc => blosc_decompress(input, out).map_err(|e| faults.error(e)),
+            Step::Zstd => zstd_decompress(input, out).map_err(|e| faults.error(e)),
+            Step::Lz4 => lz4_hdf5(input, out).map_err(|e| faults.error(e)),
             Step::Bitshuffle {
                 itemsize,
                 block,
                 inner,
             } => BITSHUFFLE_TMP.with(|tmp| {
                 bitshuffle_decode(input, out, *itemsize, *block, *inner, &mut tmp.borrow_mut())
-                    .map_err(|m| faults.corrupt(m))
+                    .map_err(|e| faults.error(e))
             }),
             Step::Fill(pattern) => {
                 fill(out, pattern);
@@ -139,9 +189,9 @@ impl Step {
             Step::Crc32(want) => {
                 let got = libdeflater::crc32(bytes);
                 if got != *want {
-                    return Err(faults.corrupt(format!(
+                    return Err(faults.error(CodecError::Checksum(format!(
                         "CRC-32 mismatch: stored {want:08x}, data has {got:08x}"
-                    )));
+                    ))));
                 }
                 Ok(())
             }
