@@ -21,6 +21,7 @@ pub(crate) mod exec;
 pub mod hdf5;
 pub mod literal;
 pub mod npy;
+pub mod npy_header;
 pub mod npz;
 pub mod order;
 pub mod pending;

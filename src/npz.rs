@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
-use rayon::prelude::*;
 
 use crate::codec::NpyExpect;
 use crate::error::{Error, ErrorKind, Result};
@@ -111,6 +110,23 @@ impl NpzSet {
         &self.paths
     }
 
+    /// How the reader is named in messages (see [`crate::plan::location_of`]).
+    pub fn location(&self) -> String {
+        crate::plan::location_of(&self.paths)
+    }
+
+    /// What reading `rows` samples of the keys at `keys` costs (see [`pool::Work`]).
+    pub fn work(&self, rows: usize, keys: &[usize]) -> pool::Work {
+        let per_row: u64 = keys
+            .iter()
+            .map(|&k| self.keys[k].expect.data_len() as u64)
+            .sum();
+        pool::Work {
+            units: rows.saturating_mul(keys.len()),
+            bytes: (rows as u64).saturating_mul(per_row),
+        }
+    }
+
     /// The key's position, or a `KeyError`.
     pub fn key_position(&self, name: &str) -> Result<usize> {
         self.keys
@@ -162,7 +178,7 @@ impl NpzSet {
     /// Reads samples `idx` of the keys `keys` (positions) into `outs`, one per key, each
     /// holding the samples one after another in C order.
     pub fn read_batch(&self, idx: &[i64], keys: &[usize], outs: &mut [&mut [u8]]) -> Result<()> {
-        let rows = resolve_indices(idx, self.len())?;
+        let rows = resolve_indices(idx, self.len(), &self.location())?;
         if keys.len() != outs.len() {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
@@ -176,12 +192,8 @@ impl NpzSet {
         let mut unique = rows.clone();
         unique.sort_unstable();
         unique.dedup();
-        let entries: Vec<(usize, Arc<FileEntry>)> = pool::install(|| {
-            unique
-                .par_iter()
-                .map(|&r| self.entry(r).map(|e| (r, e)))
-                .collect::<Result<Vec<_>>>()
-        })?;
+        let entries: Vec<(usize, Arc<FileEntry>)> =
+            pool::try_map(&unique, |_, &r| self.entry(r).map(|e| (r, e)))?;
         let entry_of = |r: usize| &entries[unique.binary_search(&r).expect("indexed")].1;
         let mut extents = Vec::with_capacity(rows.len() * keys.len());
         let mut labels = Vec::with_capacity(extents.capacity());
@@ -259,25 +271,28 @@ fn expect(header: &NpyHeader, limits: &ZipLimits, keep_layout: bool) -> NpyExpec
     }
 }
 
+/// What loading a whole archive costs (tiny archives load inline, see [`pool::Work`]).
+pub fn load_work<S: Source>(index: &ZipIndex<S>) -> pool::Work {
+    pool::Work {
+        units: index.len(),
+        bytes: index.members().iter().map(|m| m.size()).sum(),
+    }
+}
+
 /// Every member of an archive, in archive order, keyed as numpy keys them (`.npy` dropped).
 pub fn contents<S: Source>(index: &ZipIndex<S>) -> Result<Vec<Content>> {
-    pool::install(|| {
-        (0..index.len())
-            .into_par_iter()
-            .map(|i| {
-                let name = index.members()[i].name();
-                let key = name.strip_suffix(SUFFIX).unwrap_or(name).to_string();
-                Ok(match index.npy_header(i)? {
-                    Some(header) => Content::Array {
-                        key,
-                        member: i,
-                        data: index.member_data(i)?,
-                        header,
-                    },
-                    None => Content::Bytes { key, member: i },
-                })
-            })
-            .collect()
+    pool::try_map(index.members(), |i, m| {
+        let name = m.name();
+        let key = name.strip_suffix(SUFFIX).unwrap_or(name).to_string();
+        Ok(match index.npy_header(i)? {
+            Some(header) => Content::Array {
+                key,
+                member: i,
+                data: index.member_data(i)?,
+                header,
+            },
+            None => Content::Bytes { key, member: i },
+        })
     })
 }
 
@@ -332,5 +347,9 @@ pub fn read_arrays<S: Source>(
         extents.push(data.extent(0, &payload, index.limits().verify_crc, slot as u32, 0));
         members.push(*member);
     }
-    index.run(&extents, &members, outs)
+    let work = pool::Work {
+        units: arrays.len(),
+        bytes: outs.iter().map(|o| o.len() as u64).sum(),
+    };
+    pool::install_sized(None, work, || index.run(&extents, &members, outs))
 }

@@ -9,8 +9,6 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use rayon::prelude::*;
-
 use crate::codec::{inflate_prefix, Faults, NpyExpect, Pipeline, Step, Wrapper};
 use crate::error::{Error, ErrorKind, Result};
 use crate::exec::{execute, Dest, Extent};
@@ -30,6 +28,9 @@ const LOCAL_SIGNATURE: u32 = 0x0403_4b50;
 /// DEFLATE cannot expand data more than ~1032:1; a member declaring more is malformed.
 const MAX_DEFLATE_RATIO: u64 = 1032;
 
+/// Default for [`ZipLimits::max_member_bytes`] (Python re-exports it).
+pub const DEFAULT_MAX_MEMBER_BYTES: u64 = 4 << 30;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ZipLimits {
     /// Most members an archive may have.
@@ -46,7 +47,7 @@ impl Default for ZipLimits {
     fn default() -> Self {
         ZipLimits {
             max_members: 10_000_000,
-            max_member_bytes: 4 << 30,
+            max_member_bytes: DEFAULT_MAX_MEMBER_BYTES,
             verify_crc: true,
             npy: npy::Limits::default(),
         }
@@ -670,13 +671,7 @@ impl<S: Source> ZipIndex<S> {
         members: &[usize],
         plan: impl Fn(usize, usize) -> Result<Extent> + Sync,
     ) -> Result<Vec<Extent>> {
-        pool::install(|| {
-            members
-                .par_iter()
-                .enumerate()
-                .map(|(k, &i)| plan(k, i))
-                .collect()
-        })
+        pool::try_map(members, |k, &i| plan(k, i))
     }
 
     /// Runs extents built for `members` (the k-th extent reads `members[k]`).
@@ -687,10 +682,24 @@ impl<S: Source> ZipIndex<S> {
 
     /// The whole decoded member `i` (CRC-checked).
     pub fn read(&self, i: usize) -> Result<Vec<u8>> {
-        let extent = self.extent(i, &Payload::Raw, 0, 0)?;
+        self.check_readable(i)?;
         let mut out = vec![0u8; self.members[i].size as usize];
-        self.run(std::slice::from_ref(&extent), &[i], &mut [&mut out])?;
+        self.read_into(i, &mut out)?;
         Ok(out)
+    }
+
+    /// Decodes member `i` (CRC-checked) straight into `out`, which must be exactly its size
+    /// ([`Member::size`]): no staging copy, so a member's read peaks at its own size.
+    pub fn read_into(&self, i: usize, out: &mut [u8]) -> Result<()> {
+        crate::plan::check_out_len(out.len(), 1, self.members[i].size as usize)?;
+        let extent = self.extent(i, &Payload::Raw, 0, 0)?;
+        let work = pool::Work {
+            units: 1,
+            bytes: self.members[i].size,
+        };
+        pool::install_sized(None, work, || {
+            self.run(std::slice::from_ref(&extent), &[i], &mut [out])
+        })
     }
 
     /// Reads raw members of `sample_bytes` each into `out`, one after another.
@@ -786,7 +795,7 @@ impl<S: Source> ZipIndex<S> {
         self.source
             .read_at(0, start, &mut z)
             .map_err(|e| e.at(at()))?;
-        inflate_prefix(&z, want, ZIP_FAULTS).map_err(|e| e.at(at()))
+        inflate_prefix(&z, want).map_err(|e| ZIP_FAULTS.error(e).at(at()))
     }
 
     /// Where the bytes are read from.

@@ -20,6 +20,7 @@ from .errors import (
     NpyFormatError,
     PackreadError,
     PackreadTypeError,
+    ReaderClosedError,
     UnsupportedError,
 )
 
@@ -41,6 +42,7 @@ __all__ = [
     "PackreadError",
     "PackreadTypeError",
     "PendingBatch",
+    "ReaderClosedError",
     "UnsupportedError",
     "ZipMemberInfo",
     "ZipReader",

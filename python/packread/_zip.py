@@ -11,6 +11,7 @@ import numpy as np
 
 from . import _packread
 from ._common import (
+    Closable,
     Indices,
     Paths,
     PendingBatch,
@@ -29,7 +30,7 @@ from .errors import (
 )
 
 #: Largest decoded member read by default (a header may not ask for more).
-DEFAULT_MAX_MEMBER_BYTES = 4 << 30
+DEFAULT_MAX_MEMBER_BYTES: int = _packread.DEFAULT_MAX_MEMBER_BYTES
 
 Members = Union[Sequence[str], Indices]
 
@@ -45,7 +46,7 @@ class ZipMemberInfo(NamedTuple):
     crc32: int
 
 
-class ZipReader:
+class ZipReader(Closable):
     """Members of one ZIP archive, read in parallel with the GIL released.
 
     The central directory is parsed once, here; members are then read with ``pread``, so a
@@ -117,6 +118,9 @@ class ZipReader:
     @property
     def path(self) -> str:
         return self._inner.path
+
+    def _describe(self) -> str:
+        return self.path
 
     def keys(self) -> list[str]:
         """The selected members' names, in sample order."""
@@ -203,7 +207,7 @@ class ZipReader:
             and isinstance(members[0], str)
         ):
             return np.asarray([self._sample_position(m) for m in members], dtype=np.int64)
-        positions = as_indices(members, len(self))  # type: ignore[arg-type]
+        positions = as_indices(members, len(self), self.path)  # type: ignore[arg-type]
         n = len(self)
         bad = positions[(positions < -n) | (positions >= n)]
         if bad.size:
@@ -247,6 +251,7 @@ class ZipReader:
     ) -> PendingBatch[np.ndarray]:
         """Like :meth:`batch`, but returns at once: arguments are checked now (the same errors
         as ``batch``), the reads run on packread's pool; ``.result()`` gives the array."""
+        self._check_open()
         ks = self._positions_of(members)
         at = self._archive_positions[ks]
         want_dtype = np.dtype(dtype) if dtype is not None else self._dtype
@@ -278,6 +283,8 @@ class ZipReader:
         return (_reopen_zip, (self.path, self._options))
 
     def __repr__(self) -> str:
+        if self.closed:
+            return f"<closed {type(self).__name__}>"
         return f"ZipReader({self.path!r}, {len(self)} members)"
 
 
@@ -305,7 +312,7 @@ def load_npz(
     return _packread.load_npz_buffer(src, *args)
 
 
-class NpzReader:
+class NpzReader(Closable):
     """Many NPZ files with the same keys (one sample each), read as stacked batches.
 
     ``paths`` is a list of files, a directory (its ``*.npz`` files, sorted) or a glob pattern
@@ -395,7 +402,8 @@ class NpzReader:
     ) -> PendingBatch[dict[str, np.ndarray]]:
         """Like :meth:`batch`, but returns at once: arguments are checked now (the same errors
         as ``batch``), the reads run on packread's pool; ``.result()`` gives the dict."""
-        rows = as_indices(idx, len(self))
+        self._check_open()
+        rows = as_indices(idx, len(self), self._inner.location)
         names = self._keys if keys is None else self._known(_key_list(keys))
         if out is not None and not isinstance(out, dict):
             raise PackreadTypeError("out= must be a dict of arrays, one per key")
@@ -412,6 +420,9 @@ class NpzReader:
         read = self._inner.read_into(rows, names, [result[n] for n in names])
         return PendingBatch(read, {n: result[n] for n in names})
 
+    def _describe(self) -> str:
+        return str(self._inner.location)
+
     def __getitem__(self, i: int) -> dict[str, np.ndarray]:
         return {k: v[0] for k, v in self.batch([i]).items()}
 
@@ -419,6 +430,8 @@ class NpzReader:
         return (_reopen_npz, (self.paths, self._options))
 
     def __repr__(self) -> str:
+        if self.closed:
+            return f"<closed {type(self).__name__}>"
         shapes = ", ".join(f"{k}: {self.shape[k]} {self.dtype[k]}" for k in self._keys)
         return f"NpzReader({len(self)} files, {{{shapes}}})"
 

@@ -24,6 +24,7 @@ __all__ = [
     "PackreadOSError",
     "PackreadPermissionError",
     "PackreadTypeError",
+    "ReaderClosedError",
     "UnsupportedError",
 ]
 
@@ -83,6 +84,10 @@ class MissingKeyError(PackreadError, KeyError):
 
 class IndexOutOfRangeError(PackreadError, IndexError):
     """An index outside the range of samples."""
+
+
+class ReaderClosedError(PackreadError, ValueError):
+    """A reader used after ``close()`` (like a closed file's ``ValueError``)."""
 
 
 class UnsupportedError(PackreadError, NotImplementedError):

@@ -548,7 +548,16 @@ unsafe fn chunked(
                 }
                 linear = linear * g + o / c;
             }
-            v.chunks.insert(linear, ChunkLoc { addr, size, mask });
+            if v.chunks
+                .insert(linear, ChunkLoc { addr, size, mask })
+                .is_some()
+            {
+                // h5py would read one of the two; which is the file's data is unknowable.
+                v.problem = Some(format!(
+                    "the chunk index holds the chunk at {coords:?} twice"
+                ));
+                return -1;
+            }
         }
         0
     }

@@ -42,6 +42,9 @@ use crate::source::{SharedFile, Source};
 
 const HDF5_FAULTS: Faults = Faults::both(ErrorKind::Hdf5);
 
+/// Default budget for decoded chunks kept between batches (Python re-exports it).
+pub const DEFAULT_CACHE_BYTES: usize = 32 << 20;
+
 /// Which datasets a reader serves.
 #[derive(Debug, Clone)]
 pub enum Selection {
@@ -49,6 +52,32 @@ pub enum Selection {
     All,
     /// These, by path.
     Names(Vec<String>),
+}
+
+impl Selection {
+    /// An explicit list names at least one dataset, each once.
+    fn check(&self) -> Result<()> {
+        let Selection::Names(names) = self else {
+            return Ok(());
+        };
+        if names.is_empty() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "",
+                "datasets= is an empty list: name at least one dataset (None reads them all)",
+            ));
+        }
+        let mut seen: Vec<String> = names.iter().map(|n| normalize(n)).collect();
+        seen.sort_unstable();
+        if let Some(w) = seen.windows(2).find(|w| w[0] == w[1]) {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "",
+                format!("datasets= names {:?} more than once", w[0]),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// How a dataset's samples are read.
@@ -325,6 +354,7 @@ impl Hdf5File {
         cache_bytes: usize,
         threads: Option<usize>,
     ) -> Result<Hdf5File> {
+        selection.check()?;
         let (location, source) = match input {
             Input::Path(path) => (
                 path.display().to_string(),
@@ -338,7 +368,7 @@ impl Hdf5File {
         let (h5, image, metas) = with_library(&location, || {
             let (h5, image) = match &source {
                 Backing::File(f) => (
-                    hdf5_metno::File::open(f.path())
+                    hdf5_metno::File::open(f.library_path())
                         .map_err(|e| h5err(&location, format!("cannot open as HDF5: {e}")))?,
                     None,
                 ),
@@ -424,6 +454,22 @@ impl Hdf5File {
         self.samples == 0
     }
 
+    /// What reading `rows` samples of the datasets at `which` costs, at most: a sample in a
+    /// chunk of several costs its whole chunk (see [`pool::Work`]).
+    pub fn work(&self, rows: usize, which: &[usize]) -> pool::Work {
+        let per_row: u64 = which
+            .iter()
+            .map(|&w| {
+                let ds = &self.datasets[w];
+                ds.sample_bytes.max(ds.chunk_bytes) as u64
+            })
+            .sum();
+        pool::Work {
+            units: rows.saturating_mul(which.len()),
+            bytes: (rows as u64).saturating_mul(per_row),
+        }
+    }
+
     pub fn position(&self, name: &str) -> Result<usize> {
         let name = normalize(name);
         self.datasets
@@ -442,7 +488,7 @@ impl Hdf5File {
     /// Reads samples `idx` of the datasets at positions `which` into `outs` (one each, holding
     /// the samples one after another in C order).
     pub fn read_batch(&self, idx: &[i64], which: &[usize], outs: &mut [&mut [u8]]) -> Result<()> {
-        let rows = resolve_indices(idx, self.samples)?;
+        let rows = resolve_indices(idx, self.samples, &self.location)?;
         if which.len() != outs.len() {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,

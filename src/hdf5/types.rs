@@ -8,9 +8,10 @@ use std::ffi::CStr;
 use hdf5_sys::h5::H5free_memory;
 use hdf5_sys::h5i::hid_t;
 use hdf5_sys::h5t::{
-    H5T_class_t, H5T_order_t, H5T_sign_t, H5Tclose, H5Tget_array_dims2, H5Tget_array_ndims,
-    H5Tget_class, H5Tget_member_name, H5Tget_member_offset, H5Tget_member_type,
-    H5Tget_member_value, H5Tget_nmembers, H5Tget_order, H5Tget_sign, H5Tget_size, H5Tget_super,
+    H5T_class_t, H5T_norm_t, H5T_order_t, H5T_sign_t, H5Tclose, H5Tget_array_dims2,
+    H5Tget_array_ndims, H5Tget_class, H5Tget_ebias, H5Tget_fields, H5Tget_member_name,
+    H5Tget_member_offset, H5Tget_member_type, H5Tget_member_value, H5Tget_nmembers, H5Tget_norm,
+    H5Tget_offset, H5Tget_order, H5Tget_precision, H5Tget_sign, H5Tget_size, H5Tget_super,
     H5Tis_variable_str,
 };
 
@@ -92,6 +93,7 @@ unsafe fn descr(type_id: hid_t, depth: usize, conv: Conventions) -> Result<Liter
             if !matches!(size, 1 | 2 | 4 | 8) {
                 return Err(format!("{size}-byte integers have no numpy type"));
             }
+            plain_integer(type_id, size)?;
             s(format!(
                 "{}{}{size}",
                 order_char(type_id, size),
@@ -102,6 +104,7 @@ unsafe fn descr(type_id: hid_t, depth: usize, conv: Conventions) -> Result<Liter
             if !matches!(size, 2 | 4 | 8) {
                 return Err(format!("{size}-byte floats are not supported"));
             }
+            ieee_float(type_id, size)?;
             s(format!("{}f{size}", order_char(type_id, size)))
         }
         H5T_class_t::H5T_STRING => {
@@ -124,6 +127,62 @@ unsafe fn descr(type_id: hid_t, depth: usize, conv: Conventions) -> Result<Liter
         H5T_class_t::H5T_REFERENCE => Err("references have no fixed-size numpy type".into()),
         other => Err(format!("datatype class {other:?} is not supported")),
     }
+}
+
+/// Refuses integers whose value does not fill their bytes (precision below the size, or an
+/// offset): numpy would read the padding bits as part of the value.
+unsafe fn plain_integer(type_id: hid_t, size: usize) -> Result<(), String> {
+    // SAFETY: a valid integer datatype id (the caller's promise).
+    let (precision, offset) = unsafe { (H5Tget_precision(type_id), H5Tget_offset(type_id)) };
+    if precision != 8 * size || offset != 0 {
+        return Err(format!(
+            "a {size}-byte integer of {precision} bits at bit offset {offset} has no numpy type \
+             (padding bits would be read as value)"
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses floats that are not IEEE 754 binary16/32/64 (another exponent bias or field
+/// layout, such as a 2-byte bfloat16-like float): reading their bytes as numpy's float of the
+/// same size would give wrong values.
+unsafe fn ieee_float(type_id: hid_t, size: usize) -> Result<(), String> {
+    let (mut spos, mut epos, mut esize, mut mpos, mut msize) = (0, 0, 0, 0, 0);
+    // SAFETY: a valid float datatype id (the caller's promise); five out-pointers to locals.
+    let (status, ebias, precision, offset, norm) = unsafe {
+        (
+            H5Tget_fields(
+                type_id, &mut spos, &mut epos, &mut esize, &mut mpos, &mut msize,
+            ),
+            H5Tget_ebias(type_id),
+            H5Tget_precision(type_id),
+            H5Tget_offset(type_id),
+            H5Tget_norm(type_id),
+        )
+    };
+    if status < 0 {
+        return Err("cannot read the float's bit layout".into());
+    }
+    // (sign position, exponent position and size, mantissa size, bias) of IEEE 754.
+    let ieee: (usize, usize, usize, usize, usize) = match size {
+        2 => (15, 10, 5, 10, 15),
+        4 => (31, 23, 8, 23, 127),
+        _ => (63, 52, 11, 52, 1023),
+    };
+    let got = (spos, epos, esize, msize, ebias);
+    if got != ieee
+        || mpos != 0
+        || precision != 8 * size
+        || offset != 0
+        || norm != H5T_norm_t::H5T_NORM_IMPLIED
+    {
+        return Err(format!(
+            "a {size}-byte float that is not IEEE 754 (sign bit {spos}, exponent {esize} bits \
+             at {epos} with bias {ebias}, mantissa {msize} bits at {mpos}) has no numpy type \
+             packread reads; its bytes would be misread"
+        ));
+    }
+    Ok(())
 }
 
 /// h5py stores numpy bools as an int8 enum {FALSE: 0, TRUE: 1}.

@@ -155,7 +155,7 @@ impl Hdf5File {
             .vlen
             .as_ref()
             .ok_or_else(|| h5err(&at, "is not variable-length data"))?;
-        let rows = resolve_indices(idx, self.samples)?;
+        let rows = resolve_indices(idx, self.samples, &self.location)?;
         let mut ids = vec![0u8; rows.len() * ds.sample_bytes];
         self.read_batch(idx, &[w], &mut [&mut ids])?;
         let sa = v.sizeof_addr;

@@ -216,16 +216,18 @@ pub fn output<'py>(
     })
 }
 
-/// `numpy.empty(shape, dtype, order)`.
+/// `numpy.ndarray(shape, dtype, order=order)`: uninitialised like `numpy.empty`, but keeps a
+/// zero-size dtype (`S0`, `U0`) as it is, where `numpy.empty` makes it `S1`/`U1` (numpy.load
+/// returns `S0` arrays, and every byte of an `S1` array would be left unwritten).
 pub fn empty<'py>(
     py: Python<'py>,
     shape: &[usize],
     dtype: &Bound<'py, PyArrayDescr>,
     fortran: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    static EMPTY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-    let f = EMPTY.get_or_try_init(py, || -> PyResult<_> {
-        Ok(py.import("numpy")?.getattr("empty")?.unbind())
+    static NDARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let f = NDARRAY.get_or_try_init(py, || -> PyResult<_> {
+        Ok(py.import("numpy")?.getattr("ndarray")?.unbind())
     })?;
     let kwargs = PyDict::new(py);
     kwargs.set_item("dtype", dtype)?;

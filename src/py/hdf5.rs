@@ -6,12 +6,12 @@ use std::sync::Arc;
 use numpy::{PyArrayDescr, PyReadonlyArray1};
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use super::array::{batch_shape, empty, fresh_bytes, numpy_dtype, output, Outputs, RawOut};
-use super::errors::{invalid_argument, IntoPyResult};
+use super::errors::{invalid_argument, to_py, IntoPyResult};
 use super::pending::{submit, PendingRead};
-use crate::error::Error;
+use crate::error::{Error, ErrorKind};
 use crate::hdf5::{AttrValue, Hdf5File, Selection, VlenKind};
 use crate::plan::resolve_indices;
 
@@ -39,6 +39,40 @@ fn origin(py: Python<'_>, src: &Bound<'_, PyAny>) -> PyResult<Origin> {
     Ok(Origin::Bytes(Arc::from(view.to_vec(py)?)))
 }
 
+/// Dataset names as UTF-8. A name with a lone surrogate (from `os.fsdecode` of bytes that are
+/// not UTF-8) cannot name anything in an HDF5 file: a missing dataset, not an encoding error.
+fn dataset_names(
+    py: Python<'_>,
+    origin: &Origin,
+    names: &[Bound<'_, PyString>],
+) -> PyResult<Vec<String>> {
+    names
+        .iter()
+        .map(|n| {
+            n.to_str().map(str::to_owned).map_err(|_| {
+                let at = match origin {
+                    Origin::Path(p) => p.display().to_string(),
+                    Origin::Bytes(_) => MEMORY_NAME.to_string(),
+                };
+                to_py(
+                    py,
+                    Error::new(
+                        ErrorKind::Key,
+                        at,
+                        format!(
+                            "no dataset {:?}: HDF5 names are UTF-8, this one has a lone surrogate",
+                            n.to_string_lossy()
+                        ),
+                    ),
+                )
+            })
+        })
+        .collect()
+}
+
+/// How a file given as bytes is named in messages.
+const MEMORY_NAME: &str = "<HDF5 bytes>";
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<HDF5Reader>()?;
     Ok(())
@@ -55,29 +89,32 @@ pub struct HDF5Reader {
 #[pymethods]
 impl HDF5Reader {
     #[new]
-    #[pyo3(signature = (src, datasets = None, num_threads = None, cache_bytes = 32 << 20, in_memory = false))]
+    #[pyo3(signature = (src, datasets = None, num_threads = None, cache_bytes = crate::hdf5::DEFAULT_CACHE_BYTES, in_memory = false))]
     fn new(
         py: Python<'_>,
         src: &Bound<'_, PyAny>,
-        datasets: Option<Vec<String>>,
+        datasets: Option<Vec<Bound<'_, PyString>>>,
         num_threads: Option<usize>,
         cache_bytes: usize,
         in_memory: bool,
     ) -> PyResult<Self> {
-        let selection = datasets.map_or(Selection::All, Selection::Names);
         let origin = origin(py, src)?;
+        let selection = match datasets {
+            None => Selection::All,
+            Some(names) => Selection::Names(dataset_names(py, &origin, &names)?),
+        };
         let file = py
             .detach(|| {
                 let (name, bytes) = match origin {
                     Origin::Path(path) if in_memory => {
                         let name = path.display().to_string();
-                        let bytes = std::fs::read(&path).map_err(|e| Error::io(&name, e))?;
+                        let bytes = crate::source::read_whole(&path)?;
                         (name, Arc::from(bytes))
                     }
                     Origin::Path(path) => {
                         return Hdf5File::open(path, selection, cache_bytes, num_threads)
                     }
-                    Origin::Bytes(bytes) => ("<HDF5 bytes>".to_string(), bytes),
+                    Origin::Bytes(bytes) => (MEMORY_NAME.to_string(), bytes),
                 };
                 Hdf5File::open_memory(name, bytes, selection, cache_bytes, num_threads)
             })
@@ -259,9 +296,7 @@ impl HDF5Reader {
             .map(|n| self.file.position(n))
             .collect::<Result<Vec<_>, _>>()
             .py_err(py)?;
-        resolve_indices(&idx, self.file.len())
-            .map_err(|e| e.at(self.file.location()))
-            .py_err(py)?;
+        resolve_indices(&idx, self.file.len(), self.file.location()).py_err(py)?;
         let raws = which
             .iter()
             .zip(&outs)
@@ -277,7 +312,8 @@ impl HDF5Reader {
         let outputs = Outputs::disjoint(raws).py_err(py)?;
         let file = self.file.clone();
         let keep = outs.into_iter().map(Bound::unbind).collect();
-        Ok(submit(self.threads, keep, move || {
+        let work = self.file.work(idx.len(), &which);
+        Ok(submit(py, self.threads, work, keep, move || {
             // SAFETY: `keep` holds the output arrays until the job ends.
             let mut slices = unsafe { outputs.into_slices() };
             file.read_batch(&idx, &which, &mut slices)

@@ -37,8 +37,8 @@ fn load_npy_file<'py>(
     max_header_size: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
     let limits = limits(max_header_size);
-    let (header, stamp) = py
-        .detach(|| npy::read_file_header(&path, &limits))
+    let (header, stamp, start) = py
+        .detach(|| npy::read_file_start(&path, &limits))
         .py_err(py)?;
     let dtype = numpy_dtype(py, &header.dtype)?;
     let arr = empty(py, &header.shape, &dtype, header.fortran_order)?;
@@ -46,7 +46,7 @@ fn load_npy_file<'py>(
     py.detach(move || {
         // SAFETY: `arr` is alive on this frame and nothing else knows it yet.
         let out = unsafe { out.into_slice() };
-        npy::read_file_data(&path, &header, stamp, out)
+        npy::read_file_data(&path, &header, stamp, &start, out)
     })
     .py_err(py)?;
     Ok(arr)
@@ -137,6 +137,12 @@ impl NpyReader {
         self.set.paths().to_vec()
     }
 
+    /// How errors name this reader: its first file, and how many more.
+    #[getter]
+    fn location(&self) -> String {
+        self.set.location()
+    }
+
     /// Starts reading samples `idx` into `out`, an array of shape `(len(idx),) + shape`;
     /// indices and `out` are checked now, the read runs on the pool.
     fn read_into(
@@ -146,12 +152,15 @@ impl NpyReader {
         out: &Bound<'_, PyAny>,
     ) -> PyResult<PendingRead> {
         let idx: Vec<i64> = idx.as_array().to_vec();
-        resolve_indices(&idx, self.set.len()).py_err(py)?;
+        resolve_indices(&idx, self.set.len(), &self.set.location()).py_err(py)?;
         let shape = batch_shape(idx.len(), self.set.sample_shape());
         let raw = Outputs::one(output(out, &shape, self.dtype.bind(py))?);
         let set = self.set.clone();
+        let work = set.work(idx.len());
         Ok(submit(
+            py,
             self.threads,
+            work,
             vec![out.clone().unbind()],
             move || {
                 // SAFETY: the job holds `out` until it ends.
