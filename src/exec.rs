@@ -7,6 +7,7 @@ use rayon::prelude::*;
 
 use crate::codec::{Faults, Pipeline};
 use crate::error::{Error, ErrorKind};
+pub use crate::plan::Piece;
 use crate::source::Source;
 
 /// Raw reads larger than this are split so that several threads share one big sample.
@@ -20,14 +21,6 @@ pub enum Dest {
     /// Parts of the decoded bytes, each copied to its own place (a chunk holding several
     /// samples, or a sample split across chunks).
     Scatter(Vec<Piece>),
-}
-
-/// A run of `len` decoded bytes from `src` copied to output offset `dst`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Piece {
-    pub src: usize,
-    pub dst: usize,
-    pub len: usize,
 }
 
 /// One unit of work: a byte range of a file, how it is encoded, and where it lands.
@@ -341,6 +334,7 @@ fn run(
 
 /// Copies pieces of already-decoded buffers (cached chunks) into `out` in parallel, through
 /// the same disjointness proof [`execute`] uses.
+#[cfg_attr(not(feature = "hdf5"), allow(dead_code))]
 pub fn scatter(from: &[(&[u8], &[Piece])], out: &mut [u8]) -> Result<(), Error> {
     let mut writes = Vec::new();
     for (k, (bytes, pieces)) in from.iter().enumerate() {

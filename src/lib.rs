@@ -18,6 +18,7 @@ pub(crate) mod exec;
     clippy::undocumented_unsafe_blocks,
     clippy::missing_safety_doc
 )]
+#[cfg(feature = "hdf5")]
 pub mod hdf5;
 pub mod literal;
 pub mod npy;
@@ -25,7 +26,7 @@ pub mod npy_header;
 pub mod npz;
 pub mod order;
 pub mod pending;
-pub(crate) mod plan;
+pub mod plan;
 pub mod pool;
 pub(crate) mod source;
 pub mod zip;

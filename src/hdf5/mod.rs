@@ -36,7 +36,7 @@ use crate::codec::{BitshuffleInner, Faults, Pipeline, Step, Wrapper};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::exec::{execute, scatter, Dest, Extent, Piece};
-use crate::plan::{check_out_len, resolve_indices};
+use crate::plan::{check_out_len, resolve_indices, ChunkRead, Tiling};
 use crate::pool;
 use crate::source::{SharedFile, Source};
 
@@ -122,6 +122,8 @@ pub struct Hdf5Dataset {
     sample_bytes: usize,
     /// Bytes of one chunk, when chunked.
     chunk_bytes: usize,
+    /// How chunks map onto samples (computed once, at open; empty unless chunked).
+    tiling: Tiling,
 }
 
 impl Hdf5Dataset {
@@ -457,6 +459,17 @@ impl Hdf5File {
     /// What reading `rows` samples of the datasets at `which` costs, at most: a sample in a
     /// chunk of several costs its whole chunk (see [`pool::Work`]).
     pub fn work(&self, rows: usize, which: &[usize]) -> pool::Work {
+        // libhdf5's own reads take its global lock and may wait on it (or on a slow external
+        // file): never inline, so batch_async always returns at once.
+        if which
+            .iter()
+            .any(|&w| matches!(self.datasets[w].path, ReadPath::Library(_)))
+        {
+            return pool::Work {
+                units: usize::MAX,
+                bytes: u64::MAX,
+            };
+        }
         let per_row: u64 = which
             .iter()
             .map(|&w| {
@@ -611,65 +624,49 @@ impl Hdf5File {
         plan: &mut BatchPlan,
     ) -> Result<()> {
         let ds = &self.datasets[w];
-        let Layout::Chunked {
-            chunk,
-            grid,
-            chunks,
-        } = &ds.meta.layout
-        else {
+        let Layout::Chunked { chunk, chunks, .. } = &ds.meta.layout else {
             unreachable!("chunked read path on a chunked layout");
         };
-        let shape = &ds.meta.shape;
-        let itemsize = ds.dtype.itemsize();
         let sb = ds.sample_bytes;
         let c0 = chunk[0];
-        // Which (position in batch, row within chunk) each chunk row-slab serves.
-        let mut slabs: BTreeMap<usize, Vec<(usize, usize)>> = BTreeMap::new();
-        for (k, &i) in rows.iter().enumerate() {
-            slabs.entry(i / c0).or_default().push((k, i % c0));
-        }
-        let tiles = sample_tiles(shape, chunk, grid, itemsize);
-        let per_slab: usize = grid[1..].iter().product();
-        let exact = c0 == 1 && tiles.len() == 1 && tiles[0].covers_sample;
-        for (g, uses) in slabs {
-            for (t, tile) in tiles.iter().enumerate() {
-                let linear = (g * per_slab + t) as u64;
-                let mut pieces = Vec::new();
-                for &(k, r) in &uses {
-                    tile.pieces(r, k * sb, &mut pieces);
-                }
-                let key = (w as u32, linear);
-                if let Some(bytes) = self.cache.get(key) {
-                    plan.cached.push(Cached {
-                        slot,
-                        bytes,
-                        pieces,
-                    });
-                    continue;
-                }
-                let loc = chunks.get(&linear).copied();
-                let mut extent = match loc {
-                    None => fill_extent(&ds.meta.fill, ds.chunk_bytes, slot, Dest::At(0)),
-                    Some(loc) => chunk_extent(loc, filters, ds.chunk_bytes, slot),
-                };
-                let addr = loc.map_or(0, |l| l.addr);
-                if exact && uses.len() == 1 {
-                    extent.dest = Dest::At(uses[0].0 * sb);
-                } else if c0 > 1 && loc.is_some() && self.cache.fits(ds.chunk_bytes) {
-                    // Holds several samples: decode once, keep it for the next batch.
-                    plan.fresh.push(Fresh {
-                        extent: plan.extents.len(),
-                        slot,
-                        key,
-                        len: ds.chunk_bytes,
-                        pieces,
-                    });
-                    extent.dest = Dest::At(0);
-                } else {
-                    extent.dest = Dest::Scatter(pieces);
-                }
-                plan.push(extent, (w, addr));
+        let exact = ds.tiling.is_exact();
+        for ChunkRead {
+            linear,
+            uses,
+            pieces,
+        } in ds.tiling.reads(rows)
+        {
+            let key = (w as u32, linear);
+            if let Some(bytes) = self.cache.get(key) {
+                plan.cached.push(Cached {
+                    slot,
+                    bytes,
+                    pieces,
+                });
+                continue;
             }
+            let loc = chunks.get(&linear).copied();
+            let mut extent = match loc {
+                None => fill_extent(&ds.meta.fill, ds.chunk_bytes, slot, Dest::At(0)),
+                Some(loc) => chunk_extent(loc, filters, ds.chunk_bytes, slot),
+            };
+            let addr = loc.map_or(0, |l| l.addr);
+            if exact && uses.len() == 1 {
+                extent.dest = Dest::At(uses[0].0 * sb);
+            } else if c0 > 1 && loc.is_some() && self.cache.fits(ds.chunk_bytes) {
+                // Holds several samples: decode once, keep it for the next batch.
+                plan.fresh.push(Fresh {
+                    extent: plan.extents.len(),
+                    slot,
+                    key,
+                    len: ds.chunk_bytes,
+                    pieces,
+                });
+                extent.dest = Dest::At(0);
+            } else {
+                extent.dest = Dest::Scatter(pieces);
+            }
+            plan.push(extent, (w, addr));
         }
         Ok(())
     }
@@ -848,90 +845,6 @@ fn chunk_extent(loc: ChunkLoc, filters: &[FilterStep], chunk_bytes: usize, slot:
     }
 }
 
-/// The part of one sample that one chunk of a row-slab covers.
-#[derive(Debug)]
-struct Tile {
-    /// Runs (offset in the chunk's row, offset in the sample, length), in bytes.
-    runs: Vec<(usize, usize, usize)>,
-    /// Bytes of one chunk row (all dimensions but the first).
-    row_bytes: usize,
-    /// Whether this tile is the whole sample in one run.
-    covers_sample: bool,
-}
-
-impl Tile {
-    /// Appends the pieces moving chunk row `r` to the sample starting at output `base`.
-    fn pieces(&self, r: usize, base: usize, out: &mut Vec<Piece>) {
-        for &(src, dst, len) in &self.runs {
-            out.push(Piece {
-                src: r * self.row_bytes + src,
-                dst: base + dst,
-                len,
-            });
-        }
-    }
-}
-
-/// For every chunk position of a row-slab (grid order over dimensions 1..), the runs that
-/// copy one chunk row into a sample, merged where both sides are contiguous.
-fn sample_tiles(shape: &[usize], chunk: &[usize], grid: &[usize], itemsize: usize) -> Vec<Tile> {
-    let inner = &shape[1..];
-    let cin = &chunk[1..];
-    let gin = &grid[1..];
-    let row_bytes = cin.iter().product::<usize>() * itemsize;
-    let sample_bytes = inner.iter().product::<usize>() * itemsize;
-    let ntiles: usize = gin.iter().product();
-    let mut tiles = Vec::with_capacity(ntiles);
-    let nd = inner.len();
-    for t in 0..ntiles {
-        // Grid coordinates of this tile (C order over dimensions 1..).
-        let mut coord = vec![0usize; nd];
-        let mut rest = t;
-        for d in (0..nd).rev() {
-            coord[d] = rest % gin[d];
-            rest /= gin[d];
-        }
-        let start: Vec<usize> = (0..nd).map(|d| coord[d] * cin[d]).collect();
-        let extent: Vec<usize> = (0..nd).map(|d| cin[d].min(inner[d] - start[d])).collect();
-        let mut runs: Vec<(usize, usize, usize)> = Vec::new();
-        if nd == 0 {
-            runs.push((0, 0, itemsize));
-        } else {
-            let run = extent[nd - 1] * itemsize;
-            let outer: usize = extent[..nd - 1].iter().product();
-            let mut idx = vec![0usize; nd.saturating_sub(1)];
-            for _ in 0..outer {
-                let (mut src, mut dst) = (0usize, 0usize);
-                for d in 0..nd {
-                    let local = if d + 1 < nd { idx[d] } else { 0 };
-                    src = src * cin[d] + local;
-                    dst = dst * inner[d] + start[d] + local;
-                }
-                let (src, dst) = (src * itemsize, dst * itemsize);
-                match runs.last_mut() {
-                    Some(last) if last.0 + last.2 == src && last.1 + last.2 == dst => last.2 += run,
-                    _ => runs.push((src, dst, run)),
-                }
-                for d in (0..nd.saturating_sub(1)).rev() {
-                    idx[d] += 1;
-                    if idx[d] < extent[d] {
-                        break;
-                    }
-                    idx[d] = 0;
-                }
-            }
-        }
-        let covers_sample =
-            runs.len() == 1 && runs[0] == (0, 0, sample_bytes) && row_bytes == sample_bytes;
-        tiles.push(Tile {
-            runs,
-            row_bytes,
-            covers_sample,
-        });
-    }
-    tiles
-}
-
 /// Keeps the datasets a selection asks for, checks they share the sample count, and decides
 /// how each is read.
 fn select(metas: Vec<DatasetMeta>, selection: &Selection, location: &str) -> Result<Selected> {
@@ -1006,6 +919,12 @@ fn dataset(meta: DatasetMeta, location: &str) -> Result<Hdf5Dataset> {
     let itemsize = dtype.itemsize();
     let sample_bytes = meta.shape[1..].iter().product::<usize>() * itemsize;
     let mut chunk_bytes = 0;
+    let tiling = match &meta.layout {
+        Layout::Chunked { chunk, .. } => {
+            Tiling::new(&meta.shape, chunk, itemsize).map_err(|m| h5err(&at, m))?
+        }
+        _ => Tiling::default(),
+    };
     let path = match &meta.layout {
         Layout::Contiguous { addr: Some(a) } => ReadPath::Contiguous(*a),
         Layout::Contiguous { addr: None } => ReadPath::Fill,
@@ -1039,6 +958,7 @@ fn dataset(meta: DatasetMeta, location: &str) -> Result<Hdf5Dataset> {
         path,
         sample_bytes,
         chunk_bytes,
+        tiling,
     })
 }
 
