@@ -1,5 +1,5 @@
 """Readers across fork, DataLoader workers (fork and spawn), pickling and threads
-(BAD_INPUTS 28-32), and proof that batch releases the GIL."""
+(docs/BAD_INPUTS.md 28-32), and proof that batch releases the GIL."""
 
 from __future__ import annotations
 
