@@ -305,7 +305,7 @@ pub fn bitshuffle_decode(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::codec::lz4::tests::lz4_compress_block;
 
@@ -325,7 +325,12 @@ mod tests {
         out
     }
 
-    fn encode(data: &[u8], itemsize: usize, block: usize, inner: BitshuffleInner) -> Vec<u8> {
+    pub(crate) fn encode(
+        data: &[u8],
+        itemsize: usize,
+        block: usize,
+        inner: BitshuffleInner,
+    ) -> Vec<u8> {
         let n = data.len() / itemsize;
         let mut out = Vec::new();
         if inner != BitshuffleInner::None {

@@ -10,6 +10,9 @@ mod npy_stream;
 mod transpose;
 mod zstd;
 
+#[cfg(test)]
+mod proptests;
+
 use std::sync::Arc;
 
 pub use bitshuffle::{bitshuffle_decode, BitshuffleInner};

@@ -44,22 +44,23 @@ pub fn check_plan(
             rest /= grid[d];
         }
         let mut bytes = Vec::with_capacity(chunk_elems * itemsize);
-        for e in 0..chunk_elems {
-            let mut local = vec![0usize; rank];
-            let mut r = e;
-            for d in (0..rank).rev() {
-                local[d] = r % chunk[d];
-                r /= chunk[d];
+        let mut local = vec![0usize; rank]; // odometer over the chunk's elements, C order
+        for _ in 0..chunk_elems {
+            let mut flat = Some(0usize);
+            for d in 0..rank {
+                let x = coord[d] * chunk[d] + local[d];
+                flat = flat.filter(|_| x < shape[d]).map(|f| f * shape[d] + x);
             }
-            let global: Vec<usize> = (0..rank).map(|d| coord[d] * chunk[d] + local[d]).collect();
-            if global.iter().zip(shape).all(|(&x, &n)| x < n) {
-                let flat = global
-                    .iter()
-                    .zip(shape)
-                    .fold(0usize, |acc, (&x, &n)| acc * n + x);
-                bytes.extend(element(flat as u64, itemsize));
-            } else {
-                bytes.extend(std::iter::repeat_n(0xEE, itemsize));
+            match flat {
+                Some(f) => bytes.extend(element(f as u64, itemsize)),
+                None => bytes.extend(std::iter::repeat_n(0xEE, itemsize)),
+            }
+            for d in (0..rank).rev() {
+                local[d] += 1;
+                if local[d] < chunk[d] {
+                    break;
+                }
+                local[d] = 0;
             }
         }
         for p in &read.pieces {
