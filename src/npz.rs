@@ -14,7 +14,7 @@ use crate::npy::NpyHeader;
 use crate::plan::resolve_indices;
 use crate::pool;
 use crate::source::{read_stamped, FileStamp, MemorySource, Source};
-use crate::zip::{MemberData, Payload, ZipIndex, ZipLimits, ZIP_FAULTS};
+use crate::zip::{MemberData, NpyLayout, ZipIndex, ZipLimits, ZIP_FAULTS};
 
 /// numpy stores array `k` as member `k.npy`.
 const SUFFIX: &str = ".npy";
@@ -36,6 +36,8 @@ impl NpzKey {
 struct FileEntry {
     stamp: FileStamp,
     members: Vec<MemberData>,
+    /// Per key: the stored member's header, so that its array is read in place.
+    layouts: Vec<Option<Arc<NpyLayout>>>,
 }
 
 /// Many NPZ files with the same keys, one sample each.
@@ -166,12 +168,14 @@ impl NpzSet {
                         format!("archive has no member {member:?} (key {:?})", k.name),
                     )
                 })?;
-                index.member_data(i)
+                Ok((index.member_data(i)?, index.npy_layout(i)?))
             })
             .collect::<Result<Vec<_>>>()?;
+        let (members, layouts) = members.into_iter().unzip();
         Ok(Arc::new(FileEntry {
             stamp: index.source().stamp(),
             members,
+            layouts,
         }))
     }
 
@@ -199,17 +203,20 @@ impl NpzSet {
         let mut labels = Vec::with_capacity(extents.capacity());
         for (slot, &k) in keys.iter().enumerate() {
             let key = &self.keys[k];
-            let payload = Payload::Npy(key.expect.clone());
             let n = key.expect.data_len();
             for (j, &r) in rows.iter().enumerate() {
-                let data = entry_of(r).members[k];
-                extents.push(data.extent(
-                    r as u32,
-                    &payload,
-                    self.limits.verify_crc,
-                    slot as u32,
-                    j * n,
-                ));
+                let entry = entry_of(r);
+                let extent = entry.members[k]
+                    .npy_extent(
+                        entry.layouts[k].as_deref(),
+                        &key.expect,
+                        self.limits.verify_crc,
+                        slot as u32,
+                        j * n,
+                        r as u32,
+                    )
+                    .map_err(|e| e.at(format!("{}:{}", self.paths[r].display(), key.member())))?;
+                extents.push(extent);
                 labels.push((r, k));
             }
         }
@@ -343,8 +350,25 @@ pub fn read_arrays<S: Source>(
                 "read_arrays takes arrays only",
             ));
         };
-        let payload = Payload::Npy(Arc::new(expect(header, index.limits(), true)));
-        extents.push(data.extent(0, &payload, index.limits().verify_crc, slot as u32, 0));
+        let expect = Arc::new(expect(header, index.limits(), true));
+        let layout = index.npy_layout(*member)?;
+        let extent = data
+            .npy_extent(
+                layout.as_deref(),
+                &expect,
+                index.limits().verify_crc,
+                slot as u32,
+                0,
+                0,
+            )
+            .map_err(|e| {
+                e.at(format!(
+                    "{}:{}",
+                    index.location(),
+                    index.members()[*member].name()
+                ))
+            })?;
+        extents.push(extent);
         members.push(*member);
     }
     let work = pool::Work {

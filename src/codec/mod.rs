@@ -105,6 +105,9 @@ pub enum Step {
     Inflate(Wrapper),
     /// Verifies the CRC-32 of the bytes so far.
     Crc32(u32),
+    /// Verifies a CRC-32 that covers bytes before these (`prefix`: the CRC-32 of those, such
+    /// as an `.npy` member's header, read earlier) and then the bytes so far.
+    Crc32After { prefix: u32, want: u32 },
     /// Turns a whole NPY stream (header + data) into the C-order data, checking the header
     /// against what the reader expects.
     NpyStream(Arc<NpyExpect>),
@@ -139,7 +142,7 @@ pub enum Step {
 
 impl Step {
     fn is_check(&self) -> bool {
-        matches!(self, Step::Crc32(_))
+        matches!(self, Step::Crc32(_) | Step::Crc32After { .. })
     }
 
     /// Length this transform produces from `input_len` bytes; `size_hint` is the decoded
@@ -183,24 +186,33 @@ impl Step {
                 fill(out, pattern);
                 Ok(())
             }
-            Step::Crc32(_) => unreachable!("checks are not transforms"),
+            Step::Crc32(_) | Step::Crc32After { .. } => {
+                unreachable!("checks are not transforms")
+            }
         }
     }
 
     fn check(&self, bytes: &[u8], faults: Faults) -> Result<(), Error> {
-        match self {
-            Step::Crc32(want) => {
-                let got = libdeflater::crc32(bytes);
-                if got != *want {
-                    return Err(faults.error(CodecError::Checksum(format!(
-                        "CRC-32 mismatch: stored {want:08x}, data has {got:08x}"
-                    ))));
-                }
-                Ok(())
-            }
+        let (prefix, want) = match self {
+            Step::Crc32(want) => (0, *want),
+            Step::Crc32After { prefix, want } => (*prefix, *want),
             _ => unreachable!("transforms are not checks"),
+        };
+        let got = crc32_after(prefix, bytes);
+        if got != want {
+            return Err(faults.error(CodecError::Checksum(format!(
+                "CRC-32 mismatch: stored {want:08x}, data has {got:08x}"
+            ))));
         }
+        Ok(())
     }
+}
+
+/// The CRC-32 of `prefix`'s bytes followed by `bytes`, given `prefix` = the CRC-32 of the
+/// former (0 for none).
+pub fn crc32_after(prefix: u32, bytes: &[u8]) -> u32 {
+    // SAFETY: libdeflate reads exactly `bytes.len()` bytes from a live slice.
+    unsafe { libdeflate_sys::libdeflate_crc32(prefix, bytes.as_ptr().cast(), bytes.len()) }
 }
 
 thread_local! {
