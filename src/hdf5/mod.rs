@@ -537,13 +537,21 @@ impl Hdf5File {
         } = plan;
         let n_outs = outs.len();
         // Chunks to be cached decode into buffers of their own (outputs after the callers').
-        let mut fresh_bufs: Vec<Vec<u8>> = fresh.iter().map(|f| vec![0u8; f.len]).collect();
+        // Allocated as the cache keeps them (one allocation, no copy into the cache after).
+        let mut fresh_arcs: Vec<Arc<[u8]>> = fresh
+            .iter()
+            .map(|f| std::iter::repeat_n(0u8, f.len).collect())
+            .collect();
         for (k, f) in fresh.iter().enumerate() {
             extents[f.extent].out = (n_outs + k) as u32;
         }
         {
             let mut all: Vec<&mut [u8]> = outs.iter_mut().map(|o| &mut **o).collect();
-            all.extend(fresh_bufs.iter_mut().map(|b| b.as_mut_slice()));
+            for b in &mut fresh_arcs {
+                all.push(Arc::get_mut(b).ok_or_else(|| {
+                    Error::new(ErrorKind::Internal, &self.location, "a fresh chunk is shared")
+                })?);
+            }
             pool::install_with(self.threads, || {
                 execute(&self.source, &extents, &mut all, HDF5_FAULTS)
             })
@@ -557,7 +565,6 @@ impl Hdf5File {
             })?;
         }
         // Pieces of cached and freshly decoded multi-sample chunks.
-        let fresh_arcs: Vec<Arc<[u8]>> = fresh_bufs.into_iter().map(Arc::from).collect();
         for (k, f) in fresh.iter().enumerate() {
             self.cache.insert(f.key, fresh_arcs[k].clone());
         }
