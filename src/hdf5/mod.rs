@@ -549,7 +549,11 @@ impl Hdf5File {
             let mut all: Vec<&mut [u8]> = outs.iter_mut().map(|o| &mut **o).collect();
             for b in &mut fresh_arcs {
                 all.push(Arc::get_mut(b).ok_or_else(|| {
-                    Error::new(ErrorKind::Internal, &self.location, "a fresh chunk is shared")
+                    Error::new(
+                        ErrorKind::Internal,
+                        &self.location,
+                        "a fresh chunk is shared",
+                    )
                 })?);
             }
             pool::install_with(self.threads, || {
