@@ -13,7 +13,8 @@ STAMP := $(VENV)/.installed
 export VIRTUAL_ENV := $(VENV_ABS)
 export PATH := $(VENV_ABS)/bin:$(PATH)
 
-.PHONY: all demo test rust-test py-test py-test-slow lint bench develop lock clean fuzz fuzz-build fuzz-long fuzz-seeds fuzz-tools miri
+.PHONY: all demo test rust-test py-test py-test-slow lint bench develop lock clean wheel wheel-test docs \
+	fuzz fuzz-build fuzz-long fuzz-seeds fuzz-tools miri
 
 all: test
 
@@ -24,15 +25,17 @@ $(STAMP): requirements/dev.in requirements/lock.txt
 	touch $@
 
 # Builds the extension in release mode into the virtual environment (editable: python/ is used
-# in place, the compiled module is copied next to it).
+# in place, the compiled module is copied next to it). The module is built for the stable ABI
+# (`_packread.abi3.so`); a per-version build left from before would shadow it, so it goes.
 develop: $(STAMP)
+	rm -f python/packread/_packread.cpython-*.so
 	maturin develop --release --quiet
 
 demo: develop
 	$(PY) examples/demo.py
 
 test: develop
-	$(MAKE) --no-print-directory rust-test py-test lint
+	$(MAKE) --no-print-directory rust-test py-test lint wheel-test
 
 rust-test: $(STAMP)
 	cargo test --quiet
@@ -52,6 +55,24 @@ lint: develop
 	ruff check .
 	ruff format --check .
 	$(PY) -m mypy.stubtest packread._packread
+
+# The abi3 wheel (one for every CPython >= 3.10, libhdf5 inside) in dist/. Same features and
+# flags as `develop`, so cargo reuses that build.
+wheel: $(STAMP)
+	rm -rf dist
+	maturin build --release --quiet --out dist
+
+# Installs the wheel into a fresh virtual environment with only numpy and reads every format
+# there; checks the abi3 tag, the stable-ABI symbols (abi3audit) and the shared libraries.
+wheel-test: wheel
+	PACKREAD_WHEEL="$$(ls dist/*.whl)" $(PY) -m pytest -q tests/test_wheel.py
+
+# API reference from the docstrings, in site/api (open site/api/index.html).
+docs: develop
+	rm -rf site/api
+	$(PY) -m pdoc --docformat restructuredtext -o site/api \
+		packread packread.torch packread.cli packread.cli.inspect \
+		packread.cli.convert packread.cli.bench
 
 # Python-level benchmarks against h5py / numpy / zipfile (`cargo bench` for the Rust core).
 bench: develop
@@ -111,4 +132,4 @@ lock:
 	.lock-venv/bin/pip freeze > requirements/lock.txt && rm -rf .lock-venv
 
 clean:
-	rm -rf $(VENV) target .bench python/packread/*.so fuzz/target fuzz/work fuzz/logs
+	rm -rf $(VENV) target .bench dist site python/packread/*.so fuzz/target fuzz/work fuzz/logs

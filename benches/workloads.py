@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import time
 import zipfile
 from collections.abc import Callable, Iterable
@@ -29,6 +28,7 @@ import tables
 import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
+from packread.cli.bench import Epoch, run_epoch
 from packread.torch import PackDataset
 
 IMAGE_SHAPE = (3, 256, 256)  # one 196 KB uint8 image, as in DESIGN.md
@@ -301,73 +301,8 @@ def pack_loader(w: Workload, workers: int, **overrides: Any) -> DataLoader:
 
 
 # --------------------------------------------------------------------------------------------
-# One epoch
-
-
-@dataclass
-class Epoch:
-    samples: int
-    seconds: float
-    #: CPU seconds of the main process (all its threads: packread's pool included).
-    main_cpu: float
-    #: CPU seconds of the thread that iterated (the training loop's own thread).
-    loop_cpu: float
-    #: Seconds the loop spent waiting in ``next()`` (with a simulated step)...
-    waiting: float
-    #: ... of which for the first batch (nothing can be read ahead of an epoch's start).
-    first_wait: float
-
-    @property
-    def rate(self) -> float:
-        return self.samples / self.seconds
-
-
-def _batch_size(batch: Any) -> int:
-    if isinstance(batch, (list, tuple)):
-        batch = batch[0]
-    if isinstance(batch, dict):
-        batch = next(iter(batch.values()))
-    return len(batch)
-
-
-def run_epoch(
-    loader: DataLoader,
-    step: float = 0.0,
-    progress: Callable[[int], None] | None = None,
-    on_batch: Callable[[Any], None] | None = None,
-) -> Epoch:
-    """One pass over ``loader``; with ``step``, the loop sleeps that long per batch (a GPU's
-    time: no CPU used) and the time spent waiting for batches is measured. ``on_batch`` sees
-    every batch (to check what arrived)."""
-    samples = 0
-    waiting = 0.0
-    first_wait = None
-    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
-    thread0 = time.thread_time()
-    start = time.perf_counter()
-    it = iter(loader)
-    while True:
-        t0 = time.perf_counter()
-        try:
-            batch = next(it)
-        except StopIteration:
-            break
-        waited = time.perf_counter() - t0
-        waiting += waited
-        if first_wait is None:
-            first_wait = waited
-        samples += _batch_size(batch)
-        if on_batch is not None:
-            on_batch(batch)
-        if progress is not None:
-            progress(samples)
-        if step:
-            time.sleep(step)
-    seconds = time.perf_counter() - start
-    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
-    main_cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
-    loop_cpu = time.thread_time() - thread0
-    return Epoch(samples, seconds, main_cpu, loop_cpu, waiting, first_wait or 0.0)
+# One epoch: Epoch and run_epoch live in the package (packread.cli.bench), where
+# `packread bench` uses them too.
 
 
 def one_batch_seconds(w: Workload, repeats: int = 20) -> float:

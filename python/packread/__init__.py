@@ -6,6 +6,7 @@ from . import errors
 from ._common import BatchReader, PendingBatch
 from ._hdf5 import HDF5Dataset, HDF5Reader
 from ._npy import NpyReader, load_npy
+from ._open import open_reader
 from ._packread import __version__, get_num_threads, set_num_threads
 from ._zip import NpzReader, ZipMemberInfo, ZipReader, load_npz
 from .errors import (
@@ -51,5 +52,6 @@ __all__ = [
     "get_num_threads",
     "load_npy",
     "load_npz",
+    "open_reader",
     "set_num_threads",
 ]

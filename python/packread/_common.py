@@ -35,6 +35,10 @@ class PendingBatch(Generic[T]):
     arrays) or raises the read's exception. Dropping a handle before the read finishes is safe:
     the arrays being written are released only when the read ends. Do not use an ``out=`` array
     passed to ``batch_async`` until ``result()`` has returned.
+
+    >>> pending = packread.NpyReader("data/train/").batch_async([0, 1])
+    >>> pending.result().shape
+    (2, 4, 8)
     """
 
     __slots__ = ("_read", "_value")
@@ -44,12 +48,22 @@ class PendingBatch(Generic[T]):
         self._value = value
 
     def done(self) -> bool:
-        """Whether the read has finished (successfully or not)."""
+        """Whether the read has finished (successfully or not).
+
+        >>> pending = packread.NpyReader("data/train/").batch_async([0])
+        >>> _ = pending.result()
+        >>> pending.done()
+        True
+        """
         return self._read.done()
 
     def result(self, timeout: float | None = None) -> T:
         """The batch, once read; raises the read's exception, or ``TimeoutError`` if it is
-        still being read after ``timeout`` seconds (``None``: wait as long as it takes)."""
+        still being read after ``timeout`` seconds (``None``: wait as long as it takes).
+
+        >>> packread.NpyReader("data/train/").batch_async([3]).result(timeout=60).shape
+        (1, 4, 8)
+        """
         self._read.wait(timeout)
         return self._value
 
@@ -67,17 +81,30 @@ class BatchReader(Protocol):
     also offer ``batch_async(idx, out=None)`` returning a :class:`PendingBatch` (used for
     prefetching) and ``samples_per_chunk`` (samples decoded together; used by
     ``shuffle_mode="chunk"``).
+
+    >>> isinstance(packread.NpyReader("data/train/"), BatchReader)
+    True
     """
 
     def __len__(self) -> int: ...
 
     @property
-    def shape(self) -> tuple[int, ...] | dict[str, tuple[int, ...]]: ...
+    def shape(self) -> tuple[int, ...] | dict[str, tuple[int, ...]]:
+        """Shape of one sample (a dict by array for readers of several arrays)."""
+        ...
 
     @property
-    def dtype(self) -> np.dtype[Any] | dict[str, np.dtype[Any]]: ...
+    def dtype(self) -> np.dtype[Any] | dict[str, np.dtype[Any]]:
+        """dtype of the samples (a dict by array for readers of several arrays)."""
+        ...
 
-    def batch(self, idx: Indices, *, out: Any = None) -> Any: ...
+    def batch(self, idx: Indices, *, out: Any = None) -> Any:
+        """Samples ``idx`` stacked along a new first axis (into ``out`` when given).
+
+        >>> packread.NpyReader("data/train/").batch([0, 2]).shape
+        (2, 4, 8)
+        """
+        ...
 
 
 class _Closed:
@@ -192,6 +219,20 @@ def as_indices(idx: Indices, length: int, where: str) -> np.ndarray:
 
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def byte_view(src: Any, what: str) -> np.ndarray:
+    """A zero-copy uint8 view of a bytes-like object, as the extension takes buffers (it is
+    built for the stable ABI of Python 3.10, which has no buffer protocol). The view holds the
+    buffer exported, so the bytes cannot move or shrink while it lives."""
+    try:
+        return np.frombuffer(src, dtype=np.uint8)
+    except (BufferError, ValueError):
+        raise InvalidArgumentError(f"{what} buffer must be C-contiguous") from None
+    except TypeError:
+        raise PackreadTypeError(
+            f"expected a path or a bytes-like object, not {type(src).__name__}"
+        ) from None
 
 
 def new_output(rows: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:

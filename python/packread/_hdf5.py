@@ -95,7 +95,12 @@ def _start(
 
 
 class HDF5Dataset:
-    """One dataset of an :class:`HDF5Reader`: its metadata, and reads along the first axis."""
+    """One dataset of an :class:`HDF5Reader`: its metadata, and reads along the first axis.
+
+    >>> ds = HDF5Reader("train.h5")["images"]
+    >>> ds.shape, ds.chunks, ds.filters
+    ((64, 3, 32, 32), (1, 3, 32, 32), [(1, 'deflate', (4,))])
+    """
 
     def __init__(
         self, inner: _packread.HDF5Reader, name: str, info: dict[str, Any], reopen: tuple[Any, ...]
@@ -116,6 +121,14 @@ class HDF5Dataset:
         #: ``{"dtype", "elem_shape", "kind"}``, ``kind`` one of ``"array"``, ``"bytes"``,
         #: ``"unicode"``; ``None`` for fixed-size data.
         self.vlen: dict[str, Any] | None = info["vlen"]
+        #: Bytes the data takes in the file (chunks as stored, compressed or not), from the
+        #: chunk index read at open; ``None`` where libhdf5 keeps it (compact, external or
+        #: virtual storage). For variable-length data, the heap IDs only.
+        self.stored_bytes: int | None = info["stored_bytes"]
+        #: Chunks written (absent ones read as the fill value); 0 when not chunked.
+        self.chunks_written: int = info["chunks_written"]
+        #: Chunks stored with a filter skipped (PyTables stores chunks blosc cannot shrink so).
+        self.chunks_unfiltered: int = info["chunks_unfiltered"]
         if self.vlen is not None:
             self.dtype = self.vlen["dtype"]
         #: The dataset's attributes as h5py reads them; in a PyTables file only the user
@@ -128,7 +141,12 @@ class HDF5Dataset:
         return self.shape[0]
 
     def read(self, sel: int | Indices, out: np.ndarray | None = None) -> Any:
-        """Samples along the first axis: an int gives one sample, anything else a batch."""
+        """Samples along the first axis: an int gives one sample, anything else a batch.
+
+        >>> ds = HDF5Reader("train.h5")["images"]
+        >>> ds.read(0).shape, ds.read([0, 5]).shape
+        ((3, 32, 32), (2, 3, 32, 32))
+        """
         me = {self.name: self}
         if isinstance(sel, (int, np.integer)):
             read, arrays = _start(self._inner, me, [self.name], [int(sel)], None)
@@ -176,6 +194,8 @@ class HDF5Reader(Closable):
 
     >>> h = HDF5Reader("train.h5")
     >>> batch = h.batch([3, 17, 42])  # {"images": (3, ...), "labels": (3,)}
+    >>> batch["images"].shape, batch["labels"].tolist()
+    ((3, 3, 32, 32), [3, 17, 42])
     """
 
     def __init__(
@@ -224,10 +244,15 @@ class HDF5Reader(Closable):
 
     @property
     def path(self) -> str:
+        """The file's path (or a name for one read from bytes)."""
         return self._inner.path
 
     def keys(self) -> list[str]:
-        """The datasets this reader reads, in file order."""
+        """The datasets this reader reads, in file order.
+
+        >>> HDF5Reader("train.h5").keys()
+        ['images', 'labels']
+        """
         return list(self._datasets)
 
     def __len__(self) -> int:
@@ -285,12 +310,21 @@ class HDF5Reader(Closable):
 
     def batch(self, idx: Indices, *, out: Out = None) -> Any:
         """Samples ``idx`` (order, duplicates and negatives kept) of every dataset, stacked:
-        an array for a reader of one dataset, else a dict; into ``out`` when given."""
+        an array for a reader of one dataset, else a dict; into ``out`` when given.
+
+        >>> HDF5Reader("train.h5", "labels").batch([5, -1, 5]).tolist()
+        [5, 63, 5]
+        """
         return self.batch_async(idx, out=out).result()
 
     def batch_async(self, idx: Indices, *, out: Out = None) -> PendingBatch[Any]:
         """Like :meth:`batch`, but returns at once: arguments are checked now (the same errors
-        as ``batch``), the reads run on packread's pool; ``.result()`` gives the batch."""
+        as ``batch``), the reads run on packread's pool; ``.result()`` gives the batch.
+
+        >>> pending = HDF5Reader("train.h5").batch_async(range(8))
+        >>> pending.result()["images"].shape
+        (8, 3, 32, 32)
+        """
         self._check_open()
         rows = as_indices(idx, len(self), self.path)
         names = list(self._datasets)

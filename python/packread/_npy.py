@@ -15,6 +15,7 @@ from ._common import (
     Paths,
     PendingBatch,
     as_indices,
+    byte_view,
     check_num_threads,
     expand_paths,
     new_output,
@@ -34,10 +35,19 @@ def load_npy(
     ``src`` is a path or a bytes-like object. From bytes, the result is a zero-copy, read-only
     view of ``src`` when the data is aligned for its dtype, else a copy. Object arrays are
     refused (they would need unpickling).
+
+    >>> load_npy("sample.npy").shape
+    (4, 8)
+    >>> with open("sample.npy", "rb") as f:
+    ...     view = load_npy(f.read())  # zero-copy when aligned
+    >>> view.flags.writeable
+    False
     """
     if isinstance(src, (str, os.PathLike)):
         return _packread.load_npy_file(os.fspath(src), max_header_size)
-    dtype, fortran, shape, offset, aligned = _packread.parse_npy_buffer(src, max_header_size)
+    dtype, fortran, shape, offset, aligned = _packread.parse_npy_buffer(
+        byte_view(src, "NPY"), max_header_size
+    )
     count = math.prod(shape)
     if count == 0 or dtype.itemsize == 0:
         # No bytes to fill; np.ndarray keeps a zero-size dtype (S0) that np.zeros makes S1.
@@ -98,23 +108,38 @@ class NpyReader(Closable):
 
     @property
     def paths(self) -> list[str]:
+        """The files, in sample order."""
         return [os.fspath(p) for p in self._inner.paths]
 
     def keys(self) -> list[str]:
-        """The samples' file paths, in sample order (as ``ZipReader.keys()`` names members)."""
+        """The samples' file paths, in sample order (as ``ZipReader.keys()`` names members).
+
+        >>> NpyReader("data/train/").keys()[0]
+        'data/train/000.npy'
+        """
         return self.paths
 
     def batch(self, idx: Indices, *, out: np.ndarray | None = None) -> np.ndarray:
         """Samples ``idx`` stacked into one ``(len(idx),) + shape`` array, read in parallel
         with the GIL released; into ``out`` when given (same shape and dtype, C-contiguous,
-        writeable)."""
+        writeable).
+
+        >>> r = NpyReader("data/train/")
+        >>> out = np.empty((2, *r.shape), r.dtype)
+        >>> r.batch([3, -1], out=out) is out
+        True
+        """
         return self.batch_async(idx, out=out).result()
 
     def batch_async(
         self, idx: Indices, *, out: np.ndarray | None = None
     ) -> PendingBatch[np.ndarray]:
         """Like :meth:`batch`, but returns at once: arguments are checked now (the same errors
-        as ``batch``), the reads run on packread's pool; ``.result()`` gives the array."""
+        as ``batch``), the reads run on packread's pool; ``.result()`` gives the array.
+
+        >>> NpyReader("data/train/").batch_async(range(4)).result().shape
+        (4, 4, 8)
+        """
         self._check_open()
         rows = as_indices(idx, len(self), self._inner.location)
         if out is None:

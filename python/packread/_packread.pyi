@@ -43,7 +43,7 @@ class PendingRead:
 
 def load_npy_file(path: str | os.PathLike[str], max_header_size: int = ...) -> NDArray[Any]: ...
 def parse_npy_buffer(
-    buffer: Any, max_header_size: int = ...
+    buffer: NDArray[np.uint8], max_header_size: int = ...
 ) -> tuple[np.dtype[Any], bool, tuple[int, ...], int, bool]: ...
 
 @final
@@ -117,7 +117,7 @@ def load_npz_file(
     max_header_size: int = ...,
 ) -> dict[str, NDArray[Any] | bytes]: ...
 def load_npz_buffer(
-    buffer: Any,
+    buffer: NDArray[np.uint8],
     verify_crc: bool = ...,
     max_member_bytes: int = ...,
     max_header_size: int = ...,
@@ -127,7 +127,7 @@ def load_npz_buffer(
 class HDF5Reader:
     def __new__(
         cls,
-        src: Any,
+        src: str | os.PathLike[str] | bytes,
         datasets: list[str] | None = ...,
         num_threads: int | None = ...,
         cache_bytes: int = ...,

@@ -16,6 +16,7 @@ from ._common import (
     Paths,
     PendingBatch,
     as_indices,
+    byte_view,
     check_num_threads,
     expand_paths,
     new_output,
@@ -36,7 +37,11 @@ Members = Union[Sequence[str], Indices]
 
 
 class ZipMemberInfo(NamedTuple):
-    """What the central directory says about one member."""
+    """What the central directory says about one member.
+
+    >>> ZipReader("train.zip").info(0)
+    ZipMemberInfo(name='img/00.raw', size=3072, compressed_size=3072, method=0, crc32=...)
+    """
 
     name: str
     size: int
@@ -59,8 +64,10 @@ class ZipReader(Closable):
     other members are raw bytes viewed as ``dtype`` (default ``uint8``) and ``shape`` (default:
     one dimension, from the first member's size).
 
-    >>> z = ZipReader("train.zip", members="*.raw", shape=(3, 256, 256))
-    >>> images = z.batch([0, 5, 9])  # (3, 3, 256, 256) uint8
+    >>> z = ZipReader("train.zip", members="*.raw", shape=(3, 32, 32))
+    >>> images = z.batch([0, 5, 9])  # (3, 3, 32, 32) uint8
+    >>> images.shape, images.dtype
+    ((3, 3, 32, 32), dtype('uint8'))
     """
 
     #: Each member is read on its own: no sample is decoded together with another.
@@ -117,13 +124,18 @@ class ZipReader(Closable):
 
     @property
     def path(self) -> str:
+        """The archive's path."""
         return self._inner.path
 
     def _describe(self) -> str:
         return self.path
 
     def keys(self) -> list[str]:
-        """The selected members' names, in sample order."""
+        """The selected members' names, in sample order.
+
+        >>> ZipReader("train.zip", members="img/*.raw").keys()[:2]
+        ['img/00.raw', 'img/01.raw']
+        """
         return list(self._names)
 
     def __len__(self) -> int:
@@ -217,12 +229,20 @@ class ZipReader(Closable):
         return np.where(positions < 0, positions + n, positions)
 
     def info(self, member: str | int) -> ZipMemberInfo:
-        """Sizes, compression method and CRC-32 of a member (by name or position)."""
+        """Sizes, compression method and CRC-32 of a member (by name or position).
+
+        >>> ZipReader("train.zip").info("img/01.raw").size
+        3072
+        """
         at = int(self._archive_positions[self._sample_position(member)])
         return ZipMemberInfo(*self._inner.info(at))
 
     def read(self, member: str | int) -> bytes:
-        """The whole decoded member, like ``zipfile.ZipFile.read``."""
+        """The whole decoded member, like ``zipfile.ZipFile.read``.
+
+        >>> len(ZipReader("train.zip").read("img/01.raw"))
+        3072
+        """
         return self._inner.read(int(self._archive_positions[self._sample_position(member)]))
 
     def batch(
@@ -238,7 +258,11 @@ class ZipReader(Closable):
         ``.npy`` members must all agree with the header of the batch's first member; raw
         members are viewed as ``dtype`` and ``shape`` (the reader's unless given here; by
         default ``uint8`` and the first member's size). A member that does not fit is an error
-        naming it."""
+        naming it.
+
+        >>> ZipReader("train.zip").batch(["img/03.raw", 0], shape=(3, 32, 32)).shape
+        (2, 3, 32, 32)
+        """
         return self.batch_async(members, dtype=dtype, shape=shape, out=out).result()
 
     def batch_async(
@@ -250,7 +274,11 @@ class ZipReader(Closable):
         out: np.ndarray | None = None,
     ) -> PendingBatch[np.ndarray]:
         """Like :meth:`batch`, but returns at once: arguments are checked now (the same errors
-        as ``batch``), the reads run on packread's pool; ``.result()`` gives the array."""
+        as ``batch``), the reads run on packread's pool; ``.result()`` gives the array.
+
+        >>> ZipReader("train.zip").batch_async([1, 2], dtype="<u2").result().shape
+        (2, 1536)
+        """
         self._check_open()
         ks = self._positions_of(members)
         at = self._archive_positions[ks]
@@ -305,11 +333,14 @@ def load_npz(
     the GIL released. From bytes, stored (``np.savez``) arrays come back as zero-copy,
     read-only views when aligned. Object arrays are refused; members that are not NPY come
     back as ``bytes``, as numpy returns them.
+
+    >>> sorted(load_npz("sample.npz"))
+    ['image', 'mask']
     """
     args = (verify_crc, max_member_bytes, max_header_size)
     if isinstance(src, (str, os.PathLike)):
         return _packread.load_npz_file(os.fspath(src), *args)
-    return _packread.load_npz_buffer(src, *args)
+    return _packread.load_npz_buffer(byte_view(src, "NPZ"), *args)
 
 
 class NpzReader(Closable):
@@ -322,6 +353,8 @@ class NpzReader(Closable):
 
     >>> n = NpzReader("data/npz/")
     >>> batch = n.batch([0, 4])  # {"image": (2, ...), "mask": (2, ...)}
+    >>> batch["image"].shape, batch["mask"].shape
+    ((2, 3, 32, 32), (2, 32, 32))
     """
 
     #: Each file is read on its own: no sample is decoded together with another.
@@ -364,11 +397,16 @@ class NpzReader(Closable):
         return len(self._inner)
 
     def keys(self) -> list[str]:
-        """The keys a batch holds."""
+        """The keys a batch holds.
+
+        >>> NpzReader("data/npz/").keys()
+        ['image', 'mask']
+        """
         return list(self._keys)
 
     @property
     def paths(self) -> list[str]:
+        """The files, in sample order."""
         return [os.fspath(p) for p in self._inner.paths]
 
     @property
@@ -390,7 +428,11 @@ class NpzReader(Closable):
     ) -> dict[str, np.ndarray]:
         """Samples ``idx`` of ``keys`` (default: the reader's) as a dict of stacked arrays,
         every member of every file read and inflated in parallel; into ``out`` arrays when
-        given."""
+        given.
+
+        >>> NpzReader("data/npz/").batch([1, 2], keys=["mask"])["mask"].shape
+        (2, 32, 32)
+        """
         return self.batch_async(idx, keys=keys, out=out).result()
 
     def batch_async(
@@ -401,7 +443,11 @@ class NpzReader(Closable):
         out: dict[str, np.ndarray] | None = None,
     ) -> PendingBatch[dict[str, np.ndarray]]:
         """Like :meth:`batch`, but returns at once: arguments are checked now (the same errors
-        as ``batch``), the reads run on packread's pool; ``.result()`` gives the dict."""
+        as ``batch``), the reads run on packread's pool; ``.result()`` gives the dict.
+
+        >>> sorted(NpzReader("data/npz/").batch_async([0]).result())
+        ['image', 'mask']
+        """
         self._check_open()
         rows = as_indices(idx, len(self), self._inner.location)
         names = self._keys if keys is None else self._known(_key_list(keys))

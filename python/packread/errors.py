@@ -30,7 +30,14 @@ __all__ = [
 
 
 class PackreadError(Exception):
-    """Base class of every exception packread raises."""
+    """Base class of every exception packread raises.
+
+    >>> try:
+    ...     packread.HDF5Reader("train.h5", "no_such_dataset")
+    ... except packread.PackreadError as e:
+    ...     print(type(e).__name__, isinstance(e, KeyError))
+    MissingKeyError True
+    """
 
 
 class PackreadOSError(PackreadError, OSError):

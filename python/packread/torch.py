@@ -35,100 +35,24 @@ import os
 import tempfile
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from . import _packread
-from ._common import BatchReader, expand_paths
+from ._common import BatchReader
 from ._hdf5 import HDF5Reader
 from ._npy import NpyReader
+from ._open import Source, open_reader
 from ._zip import NpzReader, ZipReader
-from .errors import InvalidArgumentError, PackreadFileNotFoundError, PackreadTypeError
+from .errors import InvalidArgumentError, PackreadTypeError
 
 __all__ = ["PackDataset", "PackMapDataset", "open_reader"]
 
-Source = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]], BatchReader]
-
 SHUFFLE_MODES = ("sample", "chunk", "none")
-_HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5", ".nc")
 _STATE_FORMAT = "packread.PackDataset/1"
-
-
-def open_reader(source: Source, datasets: Any = None, **options: Any) -> BatchReader:
-    """The packread reader for ``source``: an ``.h5``/``.hdf5`` file (``datasets``: dataset
-    paths), a ``.zip`` archive (``datasets``: the members, a pattern or a list), a folder, glob
-    pattern or list of ``.npy`` files, or of ``.npz`` files (``datasets``: the keys). A reader
-    (anything with ``__len__``, ``shape``, ``dtype`` and ``batch``) is returned as it is."""
-    if not isinstance(source, (str, os.PathLike, list, tuple)):
-        if not isinstance(source, BatchReader):
-            raise PackreadTypeError(
-                "source must be a path, a list of paths or a reader (with __len__, shape, "
-                f"dtype and batch), not {type(source).__name__}"
-            )
-        if datasets is not None or options:
-            raise InvalidArgumentError(
-                "datasets= and reader options apply when source is a path; this source is "
-                "a reader already"
-            )
-        return source
-    kind, target = _kind_of(source)
-    if kind == "hdf5":
-        return HDF5Reader(target, datasets, **options)
-    if kind == "zip":
-        if datasets is not None:
-            options["members"] = datasets
-        return ZipReader(target, **options)
-    if kind == "npz":
-        if datasets is not None:
-            options["keys"] = datasets
-        return NpzReader(target, **options)
-    if datasets is not None:
-        raise InvalidArgumentError("datasets= does not apply to .npy files (one array each)")
-    return NpyReader(target, **options)
-
-
-def _kind_of(source: Any) -> tuple[str, Any]:
-    """``("hdf5" | "zip" | "npz" | "npy", what the reader opens)``."""
-    if isinstance(source, (list, tuple)):
-        files = [os.fspath(p) for p in source]
-        if not files:
-            raise InvalidArgumentError("source is an empty list of files")
-        suffixes = {os.path.splitext(f)[1].lower() for f in files}
-        if suffixes == {".npz"}:
-            return "npz", files
-        if suffixes == {".npy"}:
-            return "npy", files
-        raise InvalidArgumentError(
-            f"a list source must hold only .npy or only .npz files, not {sorted(suffixes)}"
-        )
-    path = os.fspath(source)
-    if os.path.isdir(path):
-        names = os.listdir(path)
-        has_npy = any(n.endswith(".npy") for n in names)
-        has_npz = any(n.endswith(".npz") for n in names)
-        if has_npy and has_npz:
-            raise InvalidArgumentError(
-                f"{path}: the folder holds both .npy and .npz files; pass a glob pattern"
-            )
-        if not (has_npy or has_npz):
-            raise PackreadFileNotFoundError(f"{path}: no .npy or .npz files in this folder")
-        return ("npz" if has_npz else "npy"), path
-    lower = path.lower()
-    if lower.endswith(_HDF5_SUFFIXES):
-        return "hdf5", path
-    if lower.endswith(".zip"):
-        return "zip", path
-    if lower.endswith(".npz"):
-        return "npz", expand_paths(path, ".npz")
-    if lower.endswith(".npy"):
-        return "npy", expand_paths(path, ".npy")
-    raise InvalidArgumentError(
-        f"{path}: cannot tell the format (expected .h5/.hdf5, .zip, or a folder, list or glob "
-        "of .npy or .npz files); pass a reader instead"
-    )
 
 
 class _ReaderSlot:
@@ -418,6 +342,13 @@ class PackDataset(IterableDataset):
       ``ds.state_dict(batches_seen=step)``; torchdata's ``StatefulDataLoader`` needs nothing.
     - ``**reader_options`` go to the reader (``num_threads``, ``cache_bytes``, ``dtype``,
       ``shape``...). The reader opens here and again, lazily, in each worker process.
+
+    >>> ds = PackDataset("train.h5", batch_size=16, seed=0)
+    >>> len(ds)
+    4
+    >>> batch = next(iter(DataLoader(ds, batch_size=None)))
+    >>> batch["images"].shape
+    torch.Size([16, 3, 32, 32])
     """
 
     def __init__(
@@ -509,7 +440,12 @@ class PackDataset(IterableDataset):
         return per_rank // self.batch_size if self.drop_last else -(-per_rank // self.batch_size)
 
     def order(self, epoch: int) -> np.ndarray:
-        """The permutation of the samples for ``epoch`` (the same on every rank)."""
+        """The permutation of the samples for ``epoch`` (the same on every rank).
+
+        >>> ds = PackDataset("train.h5", 16, seed=0)
+        >>> sorted(ds.order(3).tolist()) == list(range(64))
+        True
+        """
         n = self.num_samples
         if self.shuffle_mode == "none":
             return np.arange(n, dtype=np.int64)
@@ -518,7 +454,11 @@ class PackDataset(IterableDataset):
 
     def rank_indices(self, epoch: int) -> np.ndarray:
         """The samples this rank reads in ``epoch``, in order (padded or cut as the module
-        docstring says)."""
+        docstring says).
+
+        >>> PackDataset("train.h5", 16, rank=1, world_size=2).rank_indices(0).shape
+        (32,)
+        """
         rank, world = self._sharding()
         per_rank = self._per_rank()
         order = self.order(epoch)
@@ -534,7 +474,13 @@ class PackDataset(IterableDataset):
     # -- epochs and state ---------------------------------------------------------------------
 
     def set_epoch(self, epoch: int) -> None:
-        """The epoch the next iteration reads (it orders the samples with the seed)."""
+        """The epoch the next iteration reads (it orders the samples with the seed).
+
+        >>> ds = PackDataset("train.h5", 16)
+        >>> ds.set_epoch(5)
+        >>> ds.state_dict()["epoch"]
+        5
+        """
         self._clock.set_pending(_check_int("epoch", epoch, 0), 0)
 
     def _state(self, epoch: int, position: int) -> dict[str, Any]:
@@ -560,7 +506,15 @@ class PackDataset(IterableDataset):
         In the main process the position is the number of batches of the current epoch already
         consumed: counted here when the epoch is read in this process (``num_workers=0``), else
         ``batches_seen`` (your loop's step within the epoch). In a DataLoader worker (as
-        torchdata's ``StatefulDataLoader`` asks), the worker's own position."""
+        torchdata's ``StatefulDataLoader`` asks), the worker's own position.
+
+        >>> ds = PackDataset("train.h5", 16, seed=7)
+        >>> it = iter(ds)
+        >>> _ = next(it)
+        >>> state = ds.state_dict()
+        >>> state["seed"], state["epoch"], state["batches_seen"]
+        (7, 0, 1)
+        """
         info = get_worker_info()
         cursor = self._cursor
         if info is not None:
@@ -594,7 +548,13 @@ class PackDataset(IterableDataset):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restores a :meth:`state_dict`: the next iteration continues that epoch where it
-        stopped (or starts the next epoch if it was complete)."""
+        stopped (or starts the next epoch if it was complete).
+
+        >>> ds = PackDataset("train.h5", 16, seed=7)
+        >>> ds.load_state_dict(PackDataset("train.h5", 16, seed=7).state_dict(batches_seen=3))
+        >>> len(list(ds))  # the one batch of epoch 0 not yet seen
+        1
+        """
         if not isinstance(state, dict) or state.get("format") != _STATE_FORMAT:
             raise InvalidArgumentError("not a PackDataset state_dict")
         self.seed = int(state["seed"])
@@ -744,6 +704,10 @@ class PackMapDataset(Dataset):
     collate_fn=ds.collate_fn)``; with torch's default collate it still works, at the cost of
     stacking the samples again. ``ds[i]`` is one sample. ``transform(batch)`` is applied to each
     numpy batch (a batch of one for ``ds[i]``) before the conversion to tensors.
+
+    >>> ds = PackMapDataset("train.h5", datasets="images")
+    >>> len(ds), ds[3].shape
+    (64, torch.Size([3, 32, 32]))
     """
 
     def __init__(
@@ -789,7 +753,13 @@ class PackMapDataset(Dataset):
     @staticmethod
     def collate_fn(batch: Any) -> Any:
         """The batch ``__getitems__`` read, as it is (a tensor or a dict of tensors); any other
-        list of samples is collated by torch's ``default_collate``."""
+        list of samples is collated by torch's ``default_collate``.
+
+        >>> ds = PackMapDataset("train.h5")
+        >>> loader = DataLoader(ds, batch_size=8, shuffle=True, collate_fn=ds.collate_fn)
+        >>> next(iter(loader))["labels"].shape
+        torch.Size([8])
+        """
         if isinstance(batch, _Rows):
             return batch.whole
         if isinstance(batch, list):

@@ -181,6 +181,45 @@ impl Hdf5Dataset {
     }
 }
 
+/// How much of the file a dataset takes, from what was read at open (no data is read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Storage {
+    /// Bytes of the dataset's data in the file (chunks as stored, compressed or not); `None`
+    /// where libhdf5 keeps the data (compact, external or virtual storage). For
+    /// variable-length data, the heap IDs only.
+    pub stored_bytes: Option<u64>,
+    /// Chunks written (absent ones read as the fill value); 0 when not chunked.
+    pub chunks_written: usize,
+    /// Chunks stored with a filter skipped (PyTables stores chunks blosc cannot shrink so).
+    pub chunks_unfiltered: usize,
+}
+
+impl Hdf5Dataset {
+    pub fn storage(&self) -> Storage {
+        match &self.meta.layout {
+            Layout::Chunked { chunks, .. } => Storage {
+                stored_bytes: Some(chunks.values().map(|c| c.size).sum()),
+                chunks_written: chunks.len(),
+                chunks_unfiltered: chunks.values().filter(|c| c.mask != 0).count(),
+            },
+            Layout::Contiguous { addr } => Storage {
+                stored_bytes: Some(if addr.is_some() {
+                    (self.meta.shape.iter().product::<usize>() * self.dtype.itemsize()) as u64
+                } else {
+                    0
+                }),
+                chunks_written: 0,
+                chunks_unfiltered: 0,
+            },
+            Layout::Other(_) => Storage {
+                stored_bytes: None,
+                chunks_written: 0,
+                chunks_unfiltered: 0,
+            },
+        }
+    }
+}
+
 /// Where a file's bytes are read from.
 enum Backing {
     File(SharedFile),

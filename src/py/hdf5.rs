@@ -4,9 +4,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use numpy::{PyArrayDescr, PyReadonlyArray1};
-use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use super::array::{batch_shape, empty, fresh_bytes, numpy_dtype, output, Outputs, RawOut};
 use super::errors::{invalid_argument, to_py, IntoPyResult};
@@ -25,18 +24,11 @@ fn origin(py: Python<'_>, src: &Bound<'_, PyAny>) -> PyResult<Origin> {
     if let Ok(path) = src.extract::<PathBuf>() {
         return Ok(Origin::Path(path));
     }
-    let view = PyBuffer::<u8>::get(src).map_err(|_| {
-        invalid_argument(
-            py,
-            "expected a path or a bytes-like object holding an HDF5 file",
-        )
-    })?;
-    if !view.is_c_contiguous() {
-        return Err(invalid_argument(py, "an HDF5 buffer must be C-contiguous"));
-    }
-    // Copied once: libhdf5 and the batch reads use it for the reader's whole life, and a
-    // caller's buffer (a bytearray, a numpy array) could change under them.
-    Ok(Origin::Bytes(Arc::from(view.to_vec(py)?)))
+    let bytes = src
+        .cast::<PyBytes>()
+        .map_err(|_| invalid_argument(py, "expected a path or bytes holding an HDF5 file"))?;
+    // Copied once: libhdf5 and the batch reads use it for the reader's whole life.
+    Ok(Origin::Bytes(Arc::from(bytes.as_bytes())))
 }
 
 /// Dataset names as UTF-8. A name with a lone surrogate (from `os.fsdecode` of bytes that are
@@ -158,7 +150,8 @@ impl HDF5Reader {
         Ok(d)
     }
 
-    /// `{"dtype", "shape", "chunks", "filters", "read_path"}` of a dataset.
+    /// `{"dtype", "shape", "chunks", "filters", "read_path", "vlen", "stored_bytes",
+    /// "chunks_written", "chunks_unfiltered"}` of a dataset.
     fn info<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
         let i = self.file.position(name).py_err(py)?;
         let ds = &self.file.datasets()[i];
@@ -175,6 +168,10 @@ impl HDF5Reader {
         }
         d.set_item("filters", filters)?;
         d.set_item("read_path", ds.read_path())?;
+        let storage = ds.storage();
+        d.set_item("stored_bytes", storage.stored_bytes)?;
+        d.set_item("chunks_written", storage.chunks_written)?;
+        d.set_item("chunks_unfiltered", storage.chunks_unfiltered)?;
         let vlen = match ds.vlen() {
             None => None,
             Some(v) => {
@@ -213,7 +210,7 @@ impl HDF5Reader {
                     "array",
                     numpy_dtype(py, dtype)?,
                     PyTuple::new(py, shape)?,
-                    pyo3::types::PyBytes::new(py, bytes),
+                    PyBytes::new(py, bytes),
                     *scalar,
                     *text,
                 )

@@ -36,12 +36,20 @@ fn _packread(m: &Bound<'_, PyModule>) -> PyResult<()> {
 }
 
 /// Sets the number of threads packread reads with (0 restores the default).
+///
+/// >>> packread.set_num_threads(2)
+/// >>> packread.get_num_threads()
+/// 2
+/// >>> packread.set_num_threads(0)
 #[pyfunction]
 fn set_num_threads(n: usize) {
     crate::pool::set_num_threads(n);
 }
 
 /// The number of threads packread reads with.
+///
+/// >>> packread.get_num_threads() >= 1
+/// True
 #[pyfunction]
 fn get_num_threads() -> usize {
     crate::pool::num_threads()

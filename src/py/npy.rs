@@ -4,12 +4,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyReadonlyArray1};
-use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
 use super::array::{batch_shape, empty, fresh_bytes, numpy_dtype, output, Outputs};
-use super::errors::{invalid_argument, IntoPyResult};
+use super::errors::IntoPyResult;
 use super::pending::{submit, PendingRead};
 use crate::npy::{self, Limits, NpySet};
 use crate::plan::resolve_indices;
@@ -52,27 +51,19 @@ fn load_npy_file<'py>(
     Ok(arr)
 }
 
-/// Parses the NPY header at the start of a bytes-like object. Returns
-/// `(dtype, fortran_order, shape, data_offset, aligned)`, where `aligned` says whether the data
-/// can be viewed in place with the dtype's alignment.
+/// Parses the NPY header at the start of `buffer`, a uint8 view of the caller's bytes-like
+/// object (`numpy.frombuffer`: zero-copy and contiguous; the stable ABI of Python 3.10 has no
+/// buffer protocol). Returns `(dtype, fortran_order, shape, data_offset, aligned)`, where
+/// `aligned` says whether the data can be viewed in place with the dtype's alignment.
 #[pyfunction]
 #[pyo3(signature = (buffer, max_header_size = npy::DEFAULT_MAX_HEADER_BYTES))]
 fn parse_npy_buffer<'py>(
     py: Python<'py>,
-    buffer: PyBuffer<u8>,
+    buffer: PyReadonlyArray1<'py, u8>,
     max_header_size: usize,
 ) -> PyResult<Bound<'py, PyTuple>> {
-    if !buffer.is_c_contiguous() {
-        return Err(invalid_argument(py, "NPY buffer must be C-contiguous"));
-    }
-    let len = buffer.len_bytes();
-    let ptr = buffer.buf_ptr() as *const u8;
-    let bytes: &[u8] = if len == 0 {
-        &[]
-    } else {
-        // SAFETY: a contiguous buffer of `len` bytes, held by `buffer` for this call.
-        unsafe { std::slice::from_raw_parts(ptr, len) }
-    };
+    let bytes = buffer.as_slice()?;
+    let (ptr, len) = (bytes.as_ptr(), bytes.len());
     let header = npy::parse_header(bytes, len, "<buffer>", &limits(max_header_size)).py_err(py)?;
     let dtype = numpy_dtype(py, &header.dtype)?;
     let align = dtype.alignment().max(1);

@@ -4,7 +4,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyReadonlyArray1};
-use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
@@ -375,30 +374,20 @@ fn load_npz_file<'py>(
     load_contents(py, &index, &contents, None)
 }
 
-/// Loads a whole NPZ archive from a bytes-like object. Stored, aligned arrays are zero-copy,
-/// read-only views of `buffer`; compressed ones are inflated in parallel.
+/// Loads a whole NPZ archive from `buffer`, a uint8 view of the caller's bytes-like object
+/// (`numpy.frombuffer`: zero-copy and contiguous). Stored, aligned arrays are zero-copy,
+/// read-only views of it; compressed ones are inflated in parallel.
 #[pyfunction]
 #[pyo3(signature = (buffer, verify_crc = true, max_member_bytes = crate::zip::DEFAULT_MAX_MEMBER_BYTES, max_header_size = crate::npy::DEFAULT_MAX_HEADER_BYTES))]
 fn load_npz_buffer<'py>(
     py: Python<'py>,
-    buffer: &Bound<'py, PyAny>,
+    buffer: PyReadonlyArray1<'py, u8>,
     verify_crc: bool,
     max_member_bytes: u64,
     max_header_size: usize,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let view = PyBuffer::<u8>::get(buffer)?;
-    if !view.is_c_contiguous() {
-        return Err(invalid_argument(py, "NPZ buffer must be C-contiguous"));
-    }
-    let len = view.len_bytes();
-    let ptr = view.buf_ptr() as *const u8;
-    let bytes: &[u8] = if len == 0 {
-        &[]
-    } else {
-        // SAFETY: `view` keeps the buffer alive and unmoved for this whole call; it is
-        // C-contiguous and `len` bytes long.
-        unsafe { std::slice::from_raw_parts(ptr, len) }
-    };
+    let bytes = buffer.as_slice()?;
+    let ptr = bytes.as_ptr();
     let limits = limits(verify_crc, max_member_bytes, max_header_size);
     let (index, contents) = py
         .detach(|| {
@@ -410,7 +399,7 @@ fn load_npz_buffer<'py>(
         })
         .py_err(py)?;
     let ptr = ptr as usize;
-    load_contents(py, &index, &contents, Some((buffer, ptr)))
+    load_contents(py, &index, &contents, Some((buffer.as_any(), ptr)))
 }
 
 /// Builds the dict: allocates every array, fills the compressed (or unaligned) ones in one

@@ -1,0 +1,295 @@
+"""The ``packread`` command: ``inspect``, ``convert`` and ``bench`` (also ``python -m packread``).
+
+Each command is a function of its own module, usable from Python too:
+:func:`packread.cli.inspect.inspect`, :func:`packread.cli.convert.convert` and
+:func:`packread.cli.bench.bench`.
+
+>>> main(["inspect", "train.h5", "--json"])  # doctest: +ELLIPSIS
+{
+  "path": "train.h5",
+...
+0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+from .._packread import __version__
+from ..errors import PackreadError
+
+__all__ = ["main"]
+
+_DESCRIPTION = """\
+Why is my loader slow, and what do I change? packread answers on your own files:
+
+  packread inspect PATH         what PATH holds, its layout, and advice with the numbers
+  packread convert SRC DST      rewrite it in the layout random sample reads want
+  packread bench PATH           packread against the plain h5py/numpy/zipfile loop on PATH
+
+PATH is an HDF5 file (h5py or PyTables), a ZIP archive, an NPZ or NPY file, or a folder of
+.npy or .npz files. Run `packread COMMAND --help` for each command's options.
+"""
+
+_INSPECT = """\
+Prints a tree of the datasets (HDF5), members (ZIP) or arrays (NPZ, NPY folders) with dtype,
+sample shape, chunk shape, filters, compression ratio and size on disk, then advice where
+the layout will cost training reads, each with its reason in numbers and a command that
+fixes it. Only metadata is read, so big files inspect fast.
+
+examples:
+  packread inspect train.h5
+  packread inspect data/npz/ --json | jq '.advice[].code'
+"""
+
+_CONVERT = """\
+Conversions: HDF5 -> HDF5 (rechunked), folder of .npy or .npz -> HDF5 or uncompressed ZIP,
+ZIP -> HDF5. The output format follows DST's suffix (.h5/.hdf5 or .zip). SRC is only read;
+DST is written as DST.partial and renamed when complete, and an interrupted run continues
+with --resume. HDF5 output needs h5py and hdf5plugin (pip install 'packread[convert]').
+
+codecs (each decoded natively by packread):
+  none, gzip[:LEVEL], lzf, zstd[:LEVEL], lz4, blosc:{blosclz,lz4,lz4hc,zlib,zstd}[:LEVEL],
+  bitshuffle:lz4, bitshuffle:zstd[:LEVEL]
+
+examples:
+  packread convert train.h5 train-1.h5 --samples-per-chunk 1 --codec lz4
+  packread convert data/npz/ train.zip
+  packread convert images.zip images.h5 --members 'img/*.raw' --dtype uint8 --shape 3 256 256
+"""
+
+_BENCH = """\
+Reads random batches of PATH with packread and with the plain loop people write (h5py
+`d[i]`, numpy.load, zipfile), then runs DataLoader passes over PackDataset and over a
+map-style Dataset built on that loop, for every batch size and worker count given.
+Prints samples/s per configuration and, with --chart, draws them (pip install
+'packread[bench]' for matplotlib; the DataLoader passes need torch).
+
+examples:
+  packread bench train.h5 --batch-size 32 64 --workers 0 2 --chart bench.png
+  packread bench images.zip --members 'img/*.raw' --dtype uint8 --shape 3 256 256
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="packread",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--version", action="version", version=f"packread {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    raw = argparse.RawDescriptionHelpFormatter
+
+    i = sub.add_parser(
+        "inspect", help="layout and advice", description=_INSPECT, formatter_class=raw
+    )
+    i.add_argument("path", metavar="PATH", help="file or folder to inspect")
+    i.add_argument("--json", action="store_true", help="print the report as JSON")
+    i.add_argument("--ascii", action="store_true", help="draw the tree with ASCII only")
+
+    c = sub.add_parser(
+        "convert",
+        help="rewrite into a layout for training reads",
+        description=_CONVERT,
+        formatter_class=raw,
+    )
+    c.add_argument("src", metavar="SRC", help="HDF5 file, ZIP archive, or folder of .npy/.npz")
+    c.add_argument("dst", metavar="DST", help="output: .h5/.hdf5 or .zip")
+    c.add_argument(
+        "--samples-per-chunk",
+        "-k",
+        type=int,
+        metavar="K",
+        help="samples per HDF5 chunk (default: 1, or enough small samples to fill 4 KiB)",
+    )
+    c.add_argument("--codec", default="none", help="HDF5 codec (default: none; see above)")
+    c.add_argument(
+        "--shuffle",
+        choices=("auto", "none", "byte", "bit"),
+        default="auto",
+        help="shuffle filter: auto = byte shuffle for items wider than one byte; bit: blosc only",
+    )
+    c.add_argument("--datasets", nargs="+", metavar="NAME", help="HDF5 datasets to keep")
+    c.add_argument("--members", metavar="GLOB", help="ZIP members to convert")
+    c.add_argument("--dtype", help="dtype of raw ZIP members (e.g. uint8, <f4)")
+    c.add_argument("--shape", type=int, nargs="+", metavar="N", help="shape of raw ZIP members")
+    c.add_argument(
+        "--name", default="data", help="dataset made from a .npy folder or a ZIP (default: data)"
+    )
+    c.add_argument("--force", action="store_true", help="replace DST if it exists")
+    c.add_argument("--resume", action="store_true", help="continue an interrupted conversion")
+    c.add_argument("--verify", action="store_true", help="read DST back and compare with SRC")
+    c.add_argument(
+        "--memory",
+        type=int,
+        default=256,
+        metavar="MIB",
+        help="about how much memory one block of samples takes (default: 256 MiB)",
+    )
+    c.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary")
+
+    b = sub.add_parser(
+        "bench", help="packread against the plain loop", description=_BENCH, formatter_class=raw
+    )
+    b.add_argument("path", metavar="PATH", help="file or folder to read")
+    b.add_argument(
+        "--batch-size", "-b", type=int, nargs="+", default=[64], metavar="N", help="(default 64)"
+    )
+    b.add_argument(
+        "--workers",
+        "-w",
+        type=int,
+        nargs="+",
+        default=[0, 2],
+        metavar="N",
+        help="DataLoader worker counts (default: 0 2)",
+    )
+    b.add_argument(
+        "--batches", type=int, default=20, help="batches read per configuration and round"
+    )
+    b.add_argument("--rounds", type=int, default=3, help="rounds (median reported; default 3)")
+    b.add_argument("--threads", type=int, help="packread threads (default: packread's)")
+    b.add_argument("--datasets", nargs="+", metavar="NAME", help="HDF5 datasets or NPZ keys")
+    b.add_argument("--members", metavar="GLOB", help="ZIP members to read")
+    b.add_argument("--dtype", help="dtype of raw ZIP members")
+    b.add_argument("--shape", type=int, nargs="+", metavar="N", help="shape of raw ZIP members")
+    b.add_argument("--no-loader", action="store_true", help="skip the DataLoader passes")
+    b.add_argument("--chart", metavar="PNG", help="write a bar chart of samples/s")
+    b.add_argument("--json", action="store_true", help="print the results as JSON")
+    b.add_argument("--seed", type=int, default=0, help="seed of the random batches")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the ``packread`` command line with ``argv`` (default: ``sys.argv[1:]``) and returns
+    its exit status: 0 on success, 1 on an error (printed), 2 on bad arguments, 130 when
+    interrupted.
+
+    >>> main(["--version"])
+    Traceback (most recent call last):
+    ...
+    SystemExit: 0
+    """
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        if args.command == "inspect":
+            return _inspect(args)
+        if args.command == "convert":
+            return _convert(args)
+        return _bench(args)
+    except BrokenPipeError:  # `packread inspect ... | head`: the reader left, nothing to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        if args.command == "convert":
+            print(
+                f"\ninterrupted: the samples written so far are kept in {args.dst}.partial; "
+                "run the same command with --resume to continue",
+                file=sys.stderr,
+            )
+        return 130
+    except (PackreadError, OSError, ValueError, TypeError) as e:
+        print(f"packread {args.command}: error: {e}", file=sys.stderr)
+        return 1
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from .inspect import inspect
+
+    report = inspect(args.path)
+    if args.json:
+        print(report.to_json())
+    else:
+        print(report.render(ascii_only=args.ascii or not _utf8(sys.stdout)))
+    return 0
+
+
+def _utf8(stream: object) -> bool:
+    encoding = getattr(stream, "encoding", None) or ""
+    return encoding.lower().replace("-", "") in ("utf8", "utf16", "utf32")
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from .convert import convert
+    from .inspect import human_bytes
+
+    result = convert(
+        args.src,
+        args.dst,
+        codec=args.codec,
+        samples_per_chunk=args.samples_per_chunk,
+        shuffle=args.shuffle,
+        datasets=args.datasets,
+        members=args.members,
+        dtype=args.dtype,
+        shape=tuple(args.shape) if args.shape else None,
+        name=args.name,
+        force=args.force,
+        resume=args.resume,
+        memory_bytes=args.memory << 20,
+        verify=args.verify,
+        progress=not args.quiet,
+    )
+    for w in result.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if not args.quiet:
+        what = ", ".join(
+            f"{n} {d['dtype']} {tuple(d['sample_shape'])}"
+            + (f" chunks {tuple(d['chunks'])} {d['codec']}" if d.get("chunks") else "")
+            for n, d in result.datasets.items()
+        )
+        resumed = f", resumed at sample {result.resumed_from:,}" if result.resumed_from else ""
+        print(
+            f"{result.dst}: {result.samples:,} samples ({what}), "
+            f"{human_bytes(result.dst_bytes)}, {result.seconds:.1f} s{resumed}"
+        )
+        if result.copied:
+            print(f"copied as they are: {', '.join(result.copied)}")
+        if args.verify:
+            print("verified: every sample of DST equals SRC")
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from .bench import bench
+
+    options = {}
+    if args.members:
+        options["datasets"] = args.members
+    elif args.datasets:
+        options["datasets"] = args.datasets
+    if args.dtype:
+        options["dtype"] = args.dtype
+    if args.shape:
+        options["shape"] = tuple(args.shape)
+    result = bench(
+        args.path,
+        batch_sizes=args.batch_size,
+        workers=[] if args.no_loader else args.workers,
+        batches=args.batches,
+        rounds=args.rounds,
+        num_threads=args.threads,
+        seed=args.seed,
+        log=(lambda m: None) if args.json else (lambda m: print(m, file=sys.stderr)),
+        **options,
+    )
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        print(result.table())
+        for note in result.notes:
+            print(f"note: {note}")
+    if args.chart:
+        result.chart(args.chart)
+        if not args.json:
+            print(f"chart: {os.path.abspath(args.chart)}")
+    return 0
