@@ -12,12 +12,6 @@ pub mod codec;
 pub mod dtype;
 pub mod error;
 pub(crate) mod exec;
-// TEMPORARY: src/hdf5 gets its SAFETY comments and unsafe blocks with its split (issue 10).
-#[allow(
-    unsafe_op_in_unsafe_fn,
-    clippy::undocumented_unsafe_blocks,
-    clippy::missing_safety_doc
-)]
 #[cfg(feature = "hdf5")]
 pub mod hdf5;
 pub mod literal;
