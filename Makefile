@@ -13,7 +13,8 @@ STAMP := $(VENV)/.installed
 export VIRTUAL_ENV := $(VENV_ABS)
 export PATH := $(VENV_ABS)/bin:$(PATH)
 
-.PHONY: all demo test rust-test py-test lint bench develop lock clean wheel wheel-test docs
+.PHONY: all demo test rust-test py-test py-test-slow lint bench develop lock clean wheel wheel-test docs \
+	fuzz fuzz-build fuzz-long fuzz-seeds fuzz-tools miri
 
 all: test
 
@@ -41,6 +42,11 @@ rust-test: $(STAMP)
 
 py-test: develop
 	$(PY) -m pytest -q tests
+
+# The long-run tests (10^5 open/batch/close cycles per reader, 16 threads for a minute): ~15 min
+# on 2 cores, so not part of `make test` (see README, "Reliability").
+py-test-slow: develop
+	$(PY) -m pytest -q -m slow --run-slow tests
 
 lint: develop
 	cargo fmt --check
@@ -73,6 +79,52 @@ bench: develop
 	$(PY) -m pytest benches -q --benchmark-only --benchmark-json=.bench/latest.json -p no:cacheprovider
 	$(PY) benches/report.py .bench/latest.json
 
+# Fuzzing (fuzz/, cargo-fuzz + libFuzzer). cargo-fuzz passes nightly-only rustc flags
+# (-Zsanitizer=address); the machine's stable toolchain accepts them with RUSTC_BOOTSTRAP=1, so
+# no nightly toolchain is needed. `make fuzz` runs every target for FUZZ_SECONDS from the
+# committed seeds (fuzz/corpus) plus what earlier runs found (fuzz/work, not committed);
+# `make fuzz-long` runs each for FUZZ_RUNS inputs (the README's figures).
+FUZZ_TARGETS := npy_header zip_archive deflate shuffle fletcher32 lzf blosc lz4 zstd bitshuffle pipeline planner
+FUZZ_SECONDS ?= 60
+FUZZ_RUNS ?= 10000000
+FUZZ := RUSTC_BOOTSTRAP=1 cargo fuzz
+FUZZ_FLAGS := -rss_limit_mb=2048 -timeout=20 -print_final_stats=1
+
+fuzz-tools:
+	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+
+fuzz-build: fuzz-tools
+	$(FUZZ) build -O
+
+fuzz-seeds: develop
+	rm -rf fuzz/corpus && $(PY) fuzz/make_seeds.py
+
+define run_fuzz
+	mkdir -p fuzz/work fuzz/logs
+	: > fuzz/logs/summary.txt
+	for t in $(FUZZ_TARGETS); do \
+		mkdir -p fuzz/work/$$t; \
+		$(FUZZ) run -O $$t fuzz/work/$$t fuzz/corpus/$$t -- $(FUZZ_FLAGS) $(1) > fuzz/logs/$$t.log 2>&1 \
+			|| { tail -40 fuzz/logs/$$t.log; echo "fuzz target $$t FAILED (fuzz/logs/$$t.log, fuzz/artifacts/$$t)"; exit 1; }; \
+		echo "$$t: $$(grep -o 'Done [0-9]* runs in [0-9]* second(s)' fuzz/logs/$$t.log)" | tee -a fuzz/logs/summary.txt; \
+	done
+endef
+
+fuzz: fuzz-build
+	$(call run_fuzz,-max_total_time=$(FUZZ_SECONDS))
+
+fuzz-long: fuzz-build
+	$(call run_fuzz,-runs=$(FUZZ_RUNS))
+
+# Miri (undefined-behaviour checker) over the core's pure-Rust modules: literal and NPY header
+# parsing, dtypes, the planner and executor, the pure-Rust HDF5 filters, ZIP directory parsing.
+# Needs a nightly toolchain with the miri component, which a fresh machine of this project does
+# not have (only stable is installed): the target says so instead of pretending.
+MIRI_TESTS := literal:: npy_header:: dtype:: plan:: exec:: codec::hdf5_filters codec::transpose
+miri:
+	@cargo +nightly miri --version >/dev/null 2>&1 || { echo "make miri: no nightly toolchain with miri here (rustup +nightly component add miri)"; exit 2; }
+	MIRIFLAGS=-Zmiri-disable-isolation cargo +nightly miri test --lib --no-default-features -- $(MIRI_TESTS)
+
 # Re-pins the whole dependency tree after changing requirements/dev.in.
 lock:
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
@@ -80,4 +132,4 @@ lock:
 	.lock-venv/bin/pip freeze > requirements/lock.txt && rm -rf .lock-venv
 
 clean:
-	rm -rf $(VENV) target .bench dist site python/packread/*.so
+	rm -rf $(VENV) target .bench dist site python/packread/*.so fuzz/target fuzz/work fuzz/logs

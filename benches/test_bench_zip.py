@@ -200,7 +200,7 @@ def test_npz_files(benchmark: Any, npz_folder: NpzFolder) -> None:
     paths = npz_folder.paths
     reader = packread.NpzReader(paths)
     keys = reader.keys()
-    outs = {k: np.empty((BATCH, *reader.shape(k)), dtype=reader.dtype(k)) for k in keys}
+    outs = {k: np.empty((BATCH, *reader.shape[k]), dtype=reader.dtype[k]) for k in keys}
 
     def np_load(idx: np.ndarray) -> dict[str, np.ndarray]:
         images, masks = [], []

@@ -2,8 +2,9 @@
 classes that read them, and one timed DataLoader epoch. Shared by ``make demo``
 (examples/demo.py) and the epoch benchmarks (benches/test_bench_torch.py).
 
-The seed classes follow ../shared/seeds: h5py opened in ``__getitem__`` (once per worker, as the
-h5py-vs-npy write-up recommends for DataLoader workers), the SURF tutorial's
+The seed classes follow the seed users' own Dataset code (docs/DESIGN.md, "The problem"):
+h5py opened in ``__getitem__`` (once per worker, as the h5py-vs-npy write-up recommends for
+DataLoader workers), the SURF tutorial's
 ``MultiWorkerZIPDataset`` (one ``ZipFile`` per worker, ``torch.tensor`` copy of each image), a
 folder of ``.npy`` read with ``np.load``, and NPZ files read with ``np.load(f)[key]`` (SPDL's
 baseline). They run under ``DataLoader(batch_size=64, shuffle=True, num_workers=2,

@@ -99,9 +99,27 @@ fn dim(n: i128) -> Result<usize, DescrError> {
     usize::try_from(n).map_err(|_| malformed(format!("invalid field dimension {n}")))
 }
 
+/// Item size of numpy's one-letter type codes (`'?'`, `'d'`, ...), which `numpy.dtype` (and so
+/// `numpy.load`) accepts in a header's `descr` as well as full type strings.
+fn char_code_itemsize(code: &str) -> Option<usize> {
+    Some(match code {
+        "?" | "b" | "B" => 1,
+        "h" | "H" | "e" => 2,
+        "i" | "I" | "f" => 4,
+        "l" | "L" | "q" | "Q" | "d" | "F" | "p" | "P" => 8,
+        "D" => 16,
+        "g" => 16,
+        "G" => 32,
+        _ => return None,
+    })
+}
+
 /// Item size of a numpy type string (`dtype.str`): byte order, kind, size, optional unit.
 fn typestr_itemsize(s: &str) -> Result<usize, DescrError> {
     let body = s.strip_prefix(['<', '>', '|', '=']).unwrap_or(s);
+    if let Some(n) = char_code_itemsize(body) {
+        return Ok(n);
+    }
     let mut chars = body.chars();
     let kind = chars.next().ok_or_else(|| malformed("empty type string"))?;
     let rest = chars.as_str();
@@ -112,9 +130,13 @@ fn typestr_itemsize(s: &str) -> Result<usize, DescrError> {
         Some(i) if matches!(kind, 'M' | 'm') && rest.ends_with(']') => (&rest[..i], &rest[i..]),
         _ => (rest, ""),
     };
-    let n: usize = digits
-        .parse()
-        .map_err(|_| malformed(format!("unsupported type string {s:?}")))?;
+    let n: usize = if digits.is_empty() && matches!(kind, 'S' | 'a' | 'U' | 'V') {
+        0 // `'S'`: numpy's zero-size flexible type
+    } else {
+        digits
+            .parse()
+            .map_err(|_| malformed(format!("unsupported type string {s:?}")))?
+    };
     let ok = match kind {
         'b' => n == 1,
         'i' | 'u' => matches!(n, 1 | 2 | 4 | 8),
@@ -154,6 +176,12 @@ mod tests {
         assert_eq!(size("'|S0'"), Ok(0));
         assert_eq!(size("'<M8[ns]'"), Ok(8));
         assert_eq!(size("'|V12'"), Ok(12));
+        // One-letter codes numpy.dtype accepts in a header ('?' is bool).
+        assert_eq!(size("'?'"), Ok(1));
+        assert_eq!(size("'|?'"), Ok(1));
+        assert_eq!(size("'<d'"), Ok(8));
+        assert_eq!(size("'S'"), Ok(0));
+        assert_eq!(size("'<U'"), Ok(0));
     }
 
     #[test]

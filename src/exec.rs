@@ -7,6 +7,7 @@ use rayon::prelude::*;
 
 use crate::codec::{Faults, Pipeline};
 use crate::error::{Error, ErrorKind};
+pub use crate::plan::Piece;
 use crate::source::Source;
 
 /// Raw reads larger than this are split so that several threads share one big sample.
@@ -20,14 +21,6 @@ pub enum Dest {
     /// Parts of the decoded bytes, each copied to its own place (a chunk holding several
     /// samples, or a sample split across chunks).
     Scatter(Vec<Piece>),
-}
-
-/// A run of `len` decoded bytes from `src` copied to output offset `dst`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Piece {
-    pub src: usize,
-    pub dst: usize,
-    pub len: usize,
 }
 
 /// One unit of work: a byte range of a file, how it is encoded, and where it lands.
@@ -58,43 +51,9 @@ impl Extent {
         }
     }
 
-    /// The output ranges this extent writes.
-    fn writes(&self) -> Vec<(usize, usize)> {
-        match &self.dest {
-            Dest::At(dst) => vec![(*dst, self.decoded_len)],
-            Dest::Scatter(pieces) => pieces.iter().map(|p| (p.dst, p.len)).collect(),
-        }
-    }
-}
-
-/// A failed batch: which extent, and why.
-#[derive(Debug)]
-pub struct Failure {
-    pub extent: usize,
-    pub error: Error,
-}
-
-/// An output buffer shared by the workers. Sound because [`execute`] checks up front that
-/// every write is in bounds and that no two writes overlap.
-#[derive(Clone, Copy)]
-struct Output {
-    ptr: *mut u8,
-    len: usize,
-}
-
-unsafe impl Send for Output {}
-unsafe impl Sync for Output {}
-
-impl Output {
-    /// # Safety
-    /// `dst..dst + len` is in bounds and written by no one else during the batch.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn slice(&self, dst: usize, len: usize) -> &mut [u8] {
-        debug_assert!(dst + len <= self.len);
-        if len == 0 {
-            return &mut [];
-        }
-        std::slice::from_raw_parts_mut(self.ptr.add(dst), len)
+    /// Whether the stored bytes are the decoded bytes, unchecked.
+    fn is_raw(&self) -> bool {
+        self.pipeline.is_identity() && self.stored_len == self.decoded_len
     }
 }
 
@@ -117,112 +76,185 @@ fn grow(buf: &mut Vec<u8>, len: usize) -> &mut [u8] {
     &mut buf[..len]
 }
 
-/// Checks that every write lies inside its output and that no two overlap.
-fn check_writes(extents: &[Extent], outs: &[Output]) -> Result<(), Failure> {
-    let mut writes: Vec<(u32, usize, usize, usize)> = Vec::with_capacity(extents.len());
-    for (i, e) in extents.iter().enumerate() {
-        let Some(out) = outs.get(e.out as usize) else {
-            return Err(internal(i, format!("output {} does not exist", e.out)));
-        };
-        for (dst, n) in e.writes() {
-            if dst.checked_add(n).is_none_or(|end| end > out.len) {
-                return Err(internal(
-                    i,
-                    format!("write {dst}+{n} outside a {}-byte output", out.len),
-                ));
-            }
-            if n > 0 {
-                writes.push((e.out, dst, n, i));
-            }
-        }
-        if let Dest::Scatter(pieces) = &e.dest {
-            if let Some(p) = pieces.iter().find(|p| {
-                p.src
-                    .checked_add(p.len)
-                    .is_none_or(|end| end > e.decoded_len)
-            }) {
-                return Err(internal(
-                    i,
-                    format!("piece {p:?} outside {} decoded bytes", e.decoded_len),
-                ));
-            }
-        }
-    }
+/// A failed batch: which extent, and why.
+#[derive(Debug)]
+pub struct Failure {
+    pub extent: usize,
+    pub error: Error,
+}
+
+/// The bytes one extent may write: its whole destination, or one slice per scatter piece.
+/// Only [`carve`] makes these, after proving every write in bounds and no two overlapping, so
+/// holding one is the proof that no other task writes the same bytes.
+enum Target<'o> {
+    At(&'o mut [u8]),
+    Scatter(Vec<&'o mut [u8]>),
+}
+
+/// One planned write: output, offset, length, and which extent (and piece) it belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Write {
+    out: usize,
+    dst: usize,
+    len: usize,
+    extent: usize,
+    piece: usize,
+}
+
+/// Splits `outs` into the disjoint slices `writes` ask for, or says which write is out of
+/// bounds or overlaps another. Safe code: each slice is cut off the rest of its output with
+/// `split_at_mut`, so the borrow checker itself guarantees that the slices are disjoint; an
+/// overlap shows as a write starting before the previous cut.
+fn split_disjoint<'o>(
+    mut writes: Vec<Write>,
+    outs: &'o mut [&mut [u8]],
+) -> Result<Vec<(Write, &'o mut [u8])>, Failure> {
     writes.sort_unstable();
-    for w in writes.windows(2) {
-        if w[0].0 == w[1].0 && w[0].1 + w[0].2 > w[1].1 {
+    // Per output: where its untaken rest starts, and the rest.
+    let mut rests: Vec<(usize, &'o mut [u8])> = outs.iter_mut().map(|o| (0, &mut **o)).collect();
+    let mut carved = Vec::with_capacity(writes.len());
+    for w in writes {
+        let Some((cursor, rest)) = rests.get_mut(w.out) else {
             return Err(internal(
-                w[1].3,
+                w.extent,
+                format!("output {} does not exist", w.out),
+            ));
+        };
+        let total = *cursor + rest.len();
+        if w.dst.checked_add(w.len).is_none_or(|end| end > total) {
+            return Err(internal(
+                w.extent,
+                format!("write {}+{} outside a {total}-byte output", w.dst, w.len),
+            ));
+        }
+        if w.len == 0 {
+            carved.push((w, <&mut [u8]>::default()));
+            continue;
+        }
+        if w.dst < *cursor {
+            return Err(internal(
+                w.extent,
                 "two extents write the same output bytes".into(),
             ));
         }
+        let (_, tail) = std::mem::take(rest).split_at_mut(w.dst - *cursor);
+        let (mine, tail) = tail.split_at_mut(w.len);
+        *rest = tail;
+        *cursor = w.dst + w.len;
+        carved.push((w, mine));
     }
-    Ok(())
+    Ok(carved)
 }
 
+/// Proves the extents' writes in bounds and disjoint, and hands out the slices each may
+/// write: the only way the executor reaches the output bytes.
+fn carve<'o>(extents: &[Extent], outs: &'o mut [&mut [u8]]) -> Result<Vec<Target<'o>>, Failure> {
+    let mut writes = Vec::with_capacity(extents.len());
+    for (i, e) in extents.iter().enumerate() {
+        let out = e.out as usize;
+        match &e.dest {
+            Dest::At(dst) => writes.push(Write {
+                out,
+                dst: *dst,
+                len: e.decoded_len,
+                extent: i,
+                piece: 0,
+            }),
+            Dest::Scatter(pieces) => {
+                for (k, p) in pieces.iter().enumerate() {
+                    if p.src
+                        .checked_add(p.len)
+                        .is_none_or(|end| end > e.decoded_len)
+                    {
+                        return Err(internal(
+                            i,
+                            format!("piece {p:?} outside {} decoded bytes", e.decoded_len),
+                        ));
+                    }
+                    writes.push(Write {
+                        out,
+                        dst: p.dst,
+                        len: p.len,
+                        extent: i,
+                        piece: k,
+                    });
+                }
+            }
+        }
+    }
+    let mut targets: Vec<Target<'o>> = extents
+        .iter()
+        .map(|e| match &e.dest {
+            Dest::At(_) => Target::At(Default::default()),
+            Dest::Scatter(pieces) => {
+                Target::Scatter(pieces.iter().map(|_| Default::default()).collect())
+            }
+        })
+        .collect();
+    for (w, slice) in split_disjoint(writes, outs)? {
+        match &mut targets[w.extent] {
+            Target::At(t) => *t = slice,
+            Target::Scatter(ts) => ts[w.piece] = slice,
+        }
+    }
+    Ok(targets)
+}
+
+/// A broken promise of a planner: an [`ErrorKind::Internal`] error (a bug, not bad input).
 fn internal(extent: usize, msg: String) -> Failure {
     Failure {
         extent,
         error: Error::new(
-            ErrorKind::InvalidArgument,
+            ErrorKind::Internal,
             "",
             format!("internal planning error: {msg}"),
         ),
     }
 }
 
-/// A piece of work for one thread: a whole extent, or a slice of a large raw one.
-struct Task {
+/// A piece of work for one thread: a whole extent, or a part of a large raw one (`start`:
+/// the part's offset into the extent).
+struct Task<'o> {
     extent: usize,
-    /// For a split raw extent: (offset into the extent, length).
-    part: Option<(usize, usize)>,
+    start: usize,
+    target: Target<'o>,
 }
 
-/// Runs `extents` in parallel on the current rayon pool (see [`crate::pool::install`]),
-/// filling `outs`. Bytes that fail to decode are reported with the format's own `faults`
-/// (malformed NPY, bad ZIP, bad HDF5 chunk); errors name the file they came from.
+/// Runs `extents` on the current packread pool (see [`crate::pool::install`]), or on this
+/// thread when the batch runs inline ([`crate::pool::is_inline`]), filling `outs`. Bytes that
+/// fail to decode are reported with the format's own `faults` (malformed NPY, bad ZIP, bad
+/// HDF5 chunk); errors name the file they came from.
 pub fn execute(
     source: &dyn Source,
     extents: &[Extent],
     outs: &mut [&mut [u8]],
     faults: Faults,
 ) -> Result<(), Failure> {
-    let outs: Vec<Output> = outs
-        .iter_mut()
-        .map(|o| Output {
-            ptr: o.as_mut_ptr(),
-            len: o.len(),
-        })
-        .collect();
-    check_writes(extents, &outs)?;
+    let targets = carve(extents, outs)?;
     let mut tasks = Vec::with_capacity(extents.len());
-    for (i, e) in extents.iter().enumerate() {
-        let raw = e.pipeline.is_identity()
-            && matches!(e.dest, Dest::At(_))
-            && e.stored_len == e.decoded_len;
-        if raw && e.stored_len > SPLIT_BYTES {
-            let mut start = 0;
-            while start < e.stored_len {
-                let len = SPLIT_BYTES.min(e.stored_len - start);
-                tasks.push(Task {
-                    extent: i,
-                    part: Some((start, len)),
-                });
-                start += len;
+    for (i, (e, target)) in extents.iter().zip(targets).enumerate() {
+        match target {
+            Target::At(out) if e.is_raw() && out.len() > SPLIT_BYTES => {
+                for (k, part) in out.chunks_mut(SPLIT_BYTES).enumerate() {
+                    tasks.push(Task {
+                        extent: i,
+                        start: k * SPLIT_BYTES,
+                        target: Target::At(part),
+                    });
+                }
             }
-        } else {
-            tasks.push(Task {
+            target => tasks.push(Task {
                 extent: i,
-                part: None,
-            });
+                start: 0,
+                target,
+            }),
         }
     }
-    tasks.par_iter().try_for_each(|t| {
+    let one = |t: Task<'_>| {
         let e = &extents[t.extent];
-        run(source, e, t.part, outs[e.out as usize], faults).map_err(|error| {
+        run(source, e, t.start, t.target, faults).map_err(|error| {
             let error = if error.location().is_empty() {
-                let at = source.name(e.file);
-                error.at(at)
+                error.at(source.name(e.file))
             } else {
                 error
             };
@@ -231,7 +263,12 @@ pub fn execute(
                 error,
             }
         })
-    })
+    };
+    if tasks.len() <= 1 || crate::pool::is_inline() {
+        tasks.into_iter().try_for_each(one)
+    } else {
+        tasks.into_par_iter().try_for_each(one)
+    }
 }
 
 /// [`execute`] with a single output buffer.
@@ -247,86 +284,135 @@ pub fn execute_into(
 fn run(
     source: &dyn Source,
     e: &Extent,
-    part: Option<(usize, usize)>,
-    out: Output,
+    start: usize,
+    target: Target<'_>,
     faults: Faults,
 ) -> Result<(), Error> {
     let in_place = e.pipeline.only_checks() && e.stored_len == e.decoded_len;
-    match (&e.dest, part) {
-        (Dest::At(dst), Some((start, len))) => {
-            // SAFETY: check_writes proved the extent's range in bounds and exclusive; the
-            // parts of one extent are disjoint.
-            let target = unsafe { out.slice(dst + start, len) };
-            source.read_at(e.file, e.offset + start as u64, target)
-        }
-        (Dest::At(dst), None) if in_place => {
+    match target {
+        // A raw extent, whole or a part of it.
+        Target::At(out) if e.is_raw() => source.read_at(e.file, e.offset + start as u64, out),
+        Target::At(out) if in_place => {
             // Stored bytes are the sample: read them straight into the output, then check.
-            let target = unsafe { out.slice(*dst, e.decoded_len) };
-            source.read_at(e.file, e.offset, target)?;
-            e.pipeline.verify(target, faults)
+            source.read_at(e.file, e.offset, out)?;
+            e.pipeline.verify(out, faults)
         }
-        (dest, _) => SCRATCH.with(|cell| {
+        target => SCRATCH.with(|cell| {
             let mut guard = cell.borrow_mut();
             let scratch = &mut *guard;
             let stored = grow(&mut scratch.stored, e.stored_len);
             source.read_at(e.file, e.offset, stored)?;
-            match dest {
-                Dest::At(dst) => {
-                    let target = unsafe { out.slice(*dst, e.decoded_len) };
-                    e.pipeline.decode(stored, target, &mut scratch.tmp, faults)
+            let (pieces, outs) = match (&e.dest, target) {
+                (_, Target::At(out)) => {
+                    return e.pipeline.decode(stored, out, &mut scratch.tmp, faults)
                 }
-                Dest::Scatter(pieces) => {
-                    let decoded: &[u8] = if in_place {
-                        e.pipeline.verify(stored, faults)?;
-                        stored
-                    } else {
-                        let decoded = grow(&mut scratch.decoded, e.decoded_len);
-                        e.pipeline
-                            .decode(stored, decoded, &mut scratch.tmp, faults)?;
-                        decoded
-                    };
-                    for p in pieces {
-                        let target = unsafe { out.slice(p.dst, p.len) };
-                        target.copy_from_slice(&decoded[p.src..p.src + p.len]);
-                    }
-                    Ok(())
+                (Dest::Scatter(pieces), Target::Scatter(outs)) => (pieces, outs),
+                (Dest::At(_), Target::Scatter(_)) => {
+                    return Err(Error::new(
+                        ErrorKind::Internal,
+                        "",
+                        "internal planning error: a scatter target for a contiguous extent",
+                    ))
                 }
+            };
+            let decoded: &[u8] = if in_place {
+                e.pipeline.verify(stored, faults)?;
+                stored
+            } else {
+                let decoded = grow(&mut scratch.decoded, e.decoded_len);
+                e.pipeline
+                    .decode(stored, decoded, &mut scratch.tmp, faults)?;
+                decoded
+            };
+            for (p, out) in pieces.iter().zip(outs) {
+                out.copy_from_slice(&decoded[p.src..p.src + p.len]);
             }
+            Ok(())
         }),
     }
 }
 
-/// Copies pieces of already-decoded buffers (cached chunks) into `out` in parallel, after the
-/// same bounds and overlap checks [`execute`] makes.
+/// Copies pieces of already-decoded buffers (cached chunks) into `out` in parallel, through
+/// the same disjointness proof [`execute`] uses.
+#[cfg_attr(not(feature = "hdf5"), allow(dead_code))]
 pub fn scatter(from: &[(&[u8], &[Piece])], out: &mut [u8]) -> Result<(), Error> {
-    let len = out.len();
-    let mut writes: Vec<(usize, usize)> = Vec::new();
-    for (bytes, pieces) in from {
-        for p in pieces.iter() {
-            let src_ok = p.src.checked_add(p.len).is_some_and(|e| e <= bytes.len());
-            let dst_ok = p.dst.checked_add(p.len).is_some_and(|e| e <= len);
-            if !src_ok || !dst_ok {
-                return Err(internal(0, format!("piece {p:?} out of bounds")).error);
+    let mut writes = Vec::new();
+    for (k, (bytes, pieces)) in from.iter().enumerate() {
+        for (j, p) in pieces.iter().enumerate() {
+            if p.src.checked_add(p.len).is_none_or(|e| e > bytes.len()) {
+                return Err(internal(k, format!("piece {p:?} out of bounds")).error);
             }
-            if p.len > 0 {
-                writes.push((p.dst, p.len));
-            }
+            writes.push(Write {
+                out: 0,
+                dst: p.dst,
+                len: p.len,
+                extent: k,
+                piece: j,
+            });
         }
     }
-    writes.sort_unstable();
-    if writes.windows(2).any(|w| w[0].0 + w[0].1 > w[1].0) {
-        return Err(internal(0, "two pieces write the same output bytes".into()).error);
-    }
-    let output = Output {
-        ptr: out.as_mut_ptr(),
-        len,
+    let mut outs = [out];
+    let carved = split_disjoint(writes, &mut outs).map_err(|f| f.error)?;
+    let copy = |(w, target): (Write, &mut [u8])| {
+        let (bytes, pieces) = from[w.extent];
+        let p = pieces[w.piece];
+        target.copy_from_slice(&bytes[p.src..p.src + p.len]);
     };
-    from.par_iter().for_each(|(bytes, pieces)| {
-        for p in pieces.iter() {
-            // SAFETY: checked above: in bounds, and no two pieces overlap.
-            let target = unsafe { output.slice(p.dst, p.len) };
-            target.copy_from_slice(&bytes[p.src..p.src + p.len]);
-        }
-    });
+    if carved.len() <= 1 || crate::pool::is_inline() {
+        carved.into_iter().for_each(copy);
+    } else {
+        carved.into_par_iter().for_each(copy);
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(out: usize, dst: usize, len: usize, extent: usize) -> Write {
+        Write {
+            out,
+            dst,
+            len,
+            extent,
+            piece: 0,
+        }
+    }
+
+    #[test]
+    fn disjoint_writes_get_their_own_bytes() {
+        let mut a = [0u8; 10];
+        let mut b = [0u8; 4];
+        let writes = vec![
+            write(0, 6, 4, 0),
+            write(1, 0, 4, 1),
+            write(0, 0, 3, 2),
+            write(0, 3, 0, 3),
+        ];
+        let mut outs: [&mut [u8]; 2] = [&mut a, &mut b];
+        let carved = split_disjoint(writes, &mut outs).unwrap();
+        for (w, s) in carved {
+            assert_eq!(s.len(), w.len);
+            s.fill(w.extent as u8 + 1);
+        }
+        assert_eq!(a, [3, 3, 3, 0, 0, 0, 1, 1, 1, 1]);
+        assert_eq!(b, [2; 4]);
+    }
+
+    #[test]
+    fn overlaps_and_out_of_bounds_are_internal_errors() {
+        let mut a = [0u8; 10];
+        for writes in [
+            vec![write(0, 0, 5, 0), write(0, 4, 2, 1)],
+            vec![write(0, 8, 3, 0)],
+            vec![write(0, usize::MAX, 2, 0)],
+            vec![write(1, 0, 1, 0)],
+            vec![write(0, 2, 2, 0), write(0, 2, 2, 1)],
+        ] {
+            let mut outs: [&mut [u8]; 1] = [&mut a];
+            let f = split_disjoint(writes, &mut outs).unwrap_err();
+            assert_eq!(f.error.kind(), ErrorKind::Internal);
+        }
+    }
 }

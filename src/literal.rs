@@ -234,17 +234,61 @@ impl Parser<'_> {
         };
         self.skip_ws();
         let digits_start = self.pos;
-        let mut value: i128 = 0;
-        while let Some(c @ b'0'..=b'9') = self.peek() {
-            value = value
-                .checked_mul(10)
-                .and_then(|v| v.checked_add(i128::from(c - b'0')))
-                .ok_or_else(|| self.err("integer too large"))?;
-            self.pos += 1;
+        // Python's integer literals, as `ast.literal_eval` (so numpy) reads them: decimal
+        // without leading zeros (but `0`, `00`), or 0x / 0o / 0b; single `_` between digits.
+        let radix: u32 = match (self.peek(), self.s.get(self.pos + 1).copied()) {
+            (Some(b'0'), Some(b'x' | b'X')) => 16,
+            (Some(b'0'), Some(b'o' | b'O')) => 8,
+            (Some(b'0'), Some(b'b' | b'B')) => 2,
+            _ => 10,
+        };
+        if radix != 10 {
+            self.pos += 2;
         }
-        if self.pos == digits_start {
+        let mut value: i128 = 0;
+        let mut digits = 0usize;
+        let mut nonzero_lead = false;
+        let mut after_underscore = radix != 10; // `0x_1` is valid, `0x1_` is not
+        loop {
+            match self.peek() {
+                Some(b'_') if digits > 0 || radix != 10 => {
+                    if after_underscore && digits > 0 {
+                        return Err(self.err("invalid integer literal ('__')"));
+                    }
+                    after_underscore = true;
+                    self.pos += 1;
+                    continue;
+                }
+                Some(c) if (c as char).is_digit(radix) => {
+                    let d = (c as char).to_digit(radix).expect("a digit");
+                    if radix == 10 && digits > 0 && value == 0 && d != 0 {
+                        nonzero_lead = true;
+                    }
+                    value = value
+                        .checked_mul(i128::from(radix))
+                        .and_then(|v| v.checked_add(i128::from(d)))
+                        .ok_or_else(|| self.err("integer too large"))?;
+                    digits += 1;
+                    after_underscore = false;
+                    self.pos += 1;
+                }
+                _ => break,
+            }
+        }
+        if after_underscore && (digits > 0 || radix != 10) {
+            return Err(self.err("invalid integer literal (trailing '_')"));
+        }
+        if digits == 0 && radix == 10 {
             self.pos = start;
             return Err(self.err("expected a literal"));
+        }
+        if digits == 0 {
+            return Err(self.err("invalid integer literal (no digits)"));
+        }
+        if nonzero_lead || (radix == 10 && self.s[digits_start] == b'0' && value != 0) {
+            return Err(self.err(
+                "leading zeros in decimal integer literals are not permitted (as in Python)",
+            ));
         }
         // Python 2 wrote longs as `3L`; numpy still reads such version 1.0 headers.
         if matches!(self.peek(), Some(b'L' | b'l')) {
@@ -376,6 +420,30 @@ mod tests {
     fn rejects_deep_nesting() {
         let deep = "(".repeat(1000) + &")".repeat(1000);
         assert!(parse(&deep).unwrap_err().contains("nested"));
+    }
+
+    #[test]
+    fn integers_follow_python() {
+        // What `ast.literal_eval` accepts (so numpy's header parser), and what it refuses.
+        for (text, want) in [
+            ("0", 0),
+            ("00", 0),
+            ("000", 0),
+            ("1_000", 1000),
+            ("0x1F", 31),
+            ("0o17", 15),
+            ("0b101", 5),
+            ("0x_ff", 255),
+            ("- 3", -3),
+            ("+3", 3),
+        ] {
+            assert_eq!(parse(text), Ok(Literal::Int(want)), "{text}");
+        }
+        for bad in [
+            "03", "(3,03)", "-03", "007", "1__0", "1_", "0x", "0b2", "0o8", "3e5", "3.0",
+        ] {
+            assert!(parse(bad).is_err(), "{bad} should be refused");
+        }
     }
 
     #[test]

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
-use rayon::prelude::*;
 
 use crate::codec::NpyExpect;
 use crate::error::{Error, ErrorKind, Result};
@@ -15,7 +14,7 @@ use crate::npy::NpyHeader;
 use crate::plan::resolve_indices;
 use crate::pool;
 use crate::source::{read_stamped, FileStamp, MemorySource, Source};
-use crate::zip::{MemberData, Payload, ZipIndex, ZipLimits, ZIP_FAULTS};
+use crate::zip::{MemberData, NpyLayout, ZipIndex, ZipLimits, ZIP_FAULTS};
 
 /// numpy stores array `k` as member `k.npy`.
 const SUFFIX: &str = ".npy";
@@ -37,6 +36,8 @@ impl NpzKey {
 struct FileEntry {
     stamp: FileStamp,
     members: Vec<MemberData>,
+    /// Per key: the stored member's header, so that its array is read in place.
+    layouts: Vec<Option<Arc<NpyLayout>>>,
 }
 
 /// Many NPZ files with the same keys, one sample each.
@@ -111,6 +112,23 @@ impl NpzSet {
         &self.paths
     }
 
+    /// How the reader is named in messages (see [`crate::plan::location_of`]).
+    pub fn location(&self) -> String {
+        crate::plan::location_of(&self.paths)
+    }
+
+    /// What reading `rows` samples of the keys at `keys` costs (see [`pool::Work`]).
+    pub fn work(&self, rows: usize, keys: &[usize]) -> pool::Work {
+        let per_row: u64 = keys
+            .iter()
+            .map(|&k| self.keys[k].expect.data_len() as u64)
+            .sum();
+        pool::Work {
+            units: rows.saturating_mul(keys.len()),
+            bytes: (rows as u64).saturating_mul(per_row),
+        }
+    }
+
     /// The key's position, or a `KeyError`.
     pub fn key_position(&self, name: &str) -> Result<usize> {
         self.keys
@@ -150,19 +168,21 @@ impl NpzSet {
                         format!("archive has no member {member:?} (key {:?})", k.name),
                     )
                 })?;
-                index.member_data(i)
+                Ok((index.member_data(i)?, index.npy_layout(i)?))
             })
             .collect::<Result<Vec<_>>>()?;
+        let (members, layouts) = members.into_iter().unzip();
         Ok(Arc::new(FileEntry {
             stamp: index.source().stamp(),
             members,
+            layouts,
         }))
     }
 
     /// Reads samples `idx` of the keys `keys` (positions) into `outs`, one per key, each
     /// holding the samples one after another in C order.
     pub fn read_batch(&self, idx: &[i64], keys: &[usize], outs: &mut [&mut [u8]]) -> Result<()> {
-        let rows = resolve_indices(idx, self.len())?;
+        let rows = resolve_indices(idx, self.len(), &self.location())?;
         if keys.len() != outs.len() {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
@@ -176,28 +196,27 @@ impl NpzSet {
         let mut unique = rows.clone();
         unique.sort_unstable();
         unique.dedup();
-        let entries: Vec<(usize, Arc<FileEntry>)> = pool::install(|| {
-            unique
-                .par_iter()
-                .map(|&r| self.entry(r).map(|e| (r, e)))
-                .collect::<Result<Vec<_>>>()
-        })?;
+        let entries: Vec<(usize, Arc<FileEntry>)> =
+            pool::try_map(&unique, |_, &r| self.entry(r).map(|e| (r, e)))?;
         let entry_of = |r: usize| &entries[unique.binary_search(&r).expect("indexed")].1;
         let mut extents = Vec::with_capacity(rows.len() * keys.len());
         let mut labels = Vec::with_capacity(extents.capacity());
         for (slot, &k) in keys.iter().enumerate() {
             let key = &self.keys[k];
-            let payload = Payload::Npy(key.expect.clone());
             let n = key.expect.data_len();
             for (j, &r) in rows.iter().enumerate() {
-                let data = entry_of(r).members[k];
-                extents.push(data.extent(
-                    r as u32,
-                    &payload,
-                    self.limits.verify_crc,
-                    slot as u32,
-                    j * n,
-                ));
+                let entry = entry_of(r);
+                let extent = entry.members[k]
+                    .npy_extent(
+                        entry.layouts[k].as_deref(),
+                        &key.expect,
+                        self.limits.verify_crc,
+                        slot as u32,
+                        j * n,
+                        r as u32,
+                    )
+                    .map_err(|e| e.at(format!("{}:{}", self.paths[r].display(), key.member())))?;
+                extents.push(extent);
                 labels.push((r, k));
             }
         }
@@ -259,25 +278,28 @@ fn expect(header: &NpyHeader, limits: &ZipLimits, keep_layout: bool) -> NpyExpec
     }
 }
 
+/// What loading a whole archive costs (tiny archives load inline, see [`pool::Work`]).
+pub fn load_work<S: Source>(index: &ZipIndex<S>) -> pool::Work {
+    pool::Work {
+        units: index.len(),
+        bytes: index.members().iter().map(|m| m.size()).sum(),
+    }
+}
+
 /// Every member of an archive, in archive order, keyed as numpy keys them (`.npy` dropped).
 pub fn contents<S: Source>(index: &ZipIndex<S>) -> Result<Vec<Content>> {
-    pool::install(|| {
-        (0..index.len())
-            .into_par_iter()
-            .map(|i| {
-                let name = index.members()[i].name();
-                let key = name.strip_suffix(SUFFIX).unwrap_or(name).to_string();
-                Ok(match index.npy_header(i)? {
-                    Some(header) => Content::Array {
-                        key,
-                        member: i,
-                        data: index.member_data(i)?,
-                        header,
-                    },
-                    None => Content::Bytes { key, member: i },
-                })
-            })
-            .collect()
+    pool::try_map(index.members(), |i, m| {
+        let name = m.name();
+        let key = name.strip_suffix(SUFFIX).unwrap_or(name).to_string();
+        Ok(match index.npy_header(i)? {
+            Some(header) => Content::Array {
+                key,
+                member: i,
+                data: index.member_data(i)?,
+                header,
+            },
+            None => Content::Bytes { key, member: i },
+        })
     })
 }
 
@@ -328,9 +350,30 @@ pub fn read_arrays<S: Source>(
                 "read_arrays takes arrays only",
             ));
         };
-        let payload = Payload::Npy(Arc::new(expect(header, index.limits(), true)));
-        extents.push(data.extent(0, &payload, index.limits().verify_crc, slot as u32, 0));
+        let expect = Arc::new(expect(header, index.limits(), true));
+        let layout = index.npy_layout(*member)?;
+        let extent = data
+            .npy_extent(
+                layout.as_deref(),
+                &expect,
+                index.limits().verify_crc,
+                slot as u32,
+                0,
+                0,
+            )
+            .map_err(|e| {
+                e.at(format!(
+                    "{}:{}",
+                    index.location(),
+                    index.members()[*member].name()
+                ))
+            })?;
+        extents.push(extent);
         members.push(*member);
     }
-    index.run(&extents, &members, outs)
+    let work = pool::Work {
+        units: arrays.len(),
+        bytes: outs.iter().map(|o| o.len() as u64).sum(),
+    };
+    pool::install_sized(None, work, || index.run(&extents, &members, outs))
 }

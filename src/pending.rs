@@ -91,6 +91,20 @@ pub fn spawn<T: Send + 'static>(
     }
 }
 
+/// A handle for a job that already ran (a tiny read done inline on the caller's thread): it
+/// is done at once, as a queued job would be once it finished.
+pub fn ready<T>(result: Result<T>) -> Pending<T> {
+    Pending {
+        shared: Arc::new(Shared {
+            state: Mutex::new(State::Ready(result)),
+            ready: Condvar::new(),
+            done: AtomicBool::new(true),
+            cancelled: AtomicBool::new(false),
+        }),
+        pid: std::process::id(),
+    }
+}
+
 impl<T> Pending<T> {
     /// Whether the job has finished (its result may already have been taken).
     pub fn is_done(&self) -> bool {
@@ -174,6 +188,13 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn ready_is_done_at_once() {
+        let p = ready(Ok(3));
+        assert!(p.is_done());
+        assert!(matches!(p.wait(Some(Duration::ZERO)), Wait::Ready(Ok(3))));
     }
 
     #[test]

@@ -84,21 +84,87 @@ fn current() -> Arc<Pool> {
 }
 
 /// Runs `f` inside this process's pool; inline when the caller already runs on a packread
-/// pool (a batch started with [`spawn_with`] plans and executes on the pool it was given).
+/// pool (a batch started with [`spawn_with`] plans and executes on the pool it was given) or
+/// inside [`run_inline`].
 pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    if rayon::current_thread_index().is_some() {
-        return f();
-    }
-    current().pool.install(f)
+    install_with(None, f)
 }
 
 /// Runs `f` in a pool of `threads` threads (this process's shared pool when `None`); inline
-/// when the caller already runs on a packread pool.
+/// when the caller already runs on a packread pool or inside [`run_inline`].
 pub fn install_with<R: Send>(threads: Option<usize>, f: impl FnOnce() -> R + Send) -> R {
-    if rayon::current_thread_index().is_some() {
+    if rayon::current_thread_index().is_some() || is_inline() {
         return f();
     }
     pool_for(threads).pool.install(f)
+}
+
+/// How much work a read is: how many files or members it touches, and how many bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Work {
+    pub units: usize,
+    pub bytes: u64,
+}
+
+impl Work {
+    /// Most bytes a read may have to run inline (handing it to a pool thread costs ~7 µs,
+    /// waking it more on a busy machine: more than a small read takes).
+    pub const INLINE_BYTES: u64 = 256 << 10;
+    /// Most files or members a read may touch to run inline (each may cost an `open`).
+    pub const INLINE_UNITS: usize = 4;
+
+    /// Whether the read is cheaper on the calling thread than on the pool.
+    pub fn is_tiny(self) -> bool {
+        self.units <= Self::INLINE_UNITS && self.bytes <= Self::INLINE_BYTES
+    }
+}
+
+thread_local! {
+    static INLINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether this thread is running a read inline (see [`run_inline`]): parallel loops of the
+/// read run sequentially, here.
+pub fn is_inline() -> bool {
+    INLINE.with(std::cell::Cell::get)
+}
+
+/// Runs `f` on this thread with every pool hand-off inside it turned into a plain call (for
+/// tiny reads, see [`Work::is_tiny`]).
+pub fn run_inline<R>(f: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            INLINE.with(|c| c.set(self.0));
+        }
+    }
+    let _reset = Reset(INLINE.with(|c| c.replace(true)));
+    f()
+}
+
+/// Runs `f` on this thread when `work` is tiny, else in the pool `threads` selects.
+pub fn install_sized<R: Send>(
+    threads: Option<usize>,
+    work: Work,
+    f: impl FnOnce() -> R + Send,
+) -> R {
+    if work.is_tiny() {
+        run_inline(f)
+    } else {
+        install_with(threads, f)
+    }
+}
+
+/// `items.map(f).collect()`, in parallel on the current pool unless this thread runs inline.
+pub fn try_map<T: Sync, R: Send, E: Send>(
+    items: &[T],
+    f: impl Fn(usize, &T) -> Result<R, E> + Sync + Send,
+) -> Result<Vec<R>, E> {
+    use rayon::prelude::*;
+    if items.len() <= 1 || is_inline() {
+        return items.iter().enumerate().map(|(k, t)| f(k, t)).collect();
+    }
+    install(|| items.par_iter().enumerate().map(|(k, t)| f(k, t)).collect())
 }
 
 /// Queues `job` on the pool `threads` selects (as [`install_with`]) and returns at once. The
@@ -176,5 +242,32 @@ mod tests {
         assert_eq!(install(rayon::current_num_threads), 1);
         set_num_threads(0);
         assert!(num_threads() >= 1);
+    }
+
+    #[test]
+    fn inline_runs_on_this_thread() {
+        let me = std::thread::current().id();
+        let (here, index) =
+            run_inline(|| install(|| (std::thread::current().id(), rayon::current_thread_index())));
+        assert_eq!(here, me);
+        assert_eq!(index, None);
+        assert!(!is_inline());
+        let doubled = run_inline(|| try_map(&[1, 2, 3], |_, &x| Ok::<_, ()>(x * 2))).unwrap();
+        assert_eq!(doubled, vec![2, 4, 6]);
+        assert!(Work {
+            units: 1,
+            bytes: 64
+        }
+        .is_tiny());
+        assert!(!Work {
+            units: 64,
+            bytes: 64
+        }
+        .is_tiny());
+        assert!(!Work {
+            units: 1,
+            bytes: 1 << 30
+        }
+        .is_tiny());
     }
 }

@@ -1,10 +1,11 @@
 //! Where extents read their bytes from. Every read is a positional `pread`: no shared file
 //! cursor, so threads and forked processes never disturb each other.
 
-use std::fs::{File, Metadata};
-use std::io;
-use std::os::unix::fs::{FileExt, MetadataExt};
-use std::path::PathBuf;
+use std::fs::{File, Metadata, OpenOptions};
+use std::io::{self, Read};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, ErrorKind, Result};
 
@@ -14,6 +15,68 @@ pub trait Source: Sync {
     fn read_at(&self, file: u32, offset: u64, buf: &mut [u8]) -> Result<()>;
     /// How `file` is named in error messages.
     fn name(&self, file: u32) -> String;
+}
+
+/// Opens `path` for reading if it is a regular file, the one way every entry point opens a
+/// file. The open itself never blocks: a FIFO (or a device) opened plainly would wait for a
+/// writer forever, beyond Ctrl-C's reach; here it is opened with `O_NONBLOCK`, found not to
+/// be a regular file by `fstat`, and refused (a directory as `IsADirectory`).
+pub fn open_regular(path: &Path) -> Result<File> {
+    let location = || path.display().to_string();
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| Error::io(location(), e))?;
+    let meta = file.metadata().map_err(|e| Error::io(location(), e))?;
+    if meta.is_dir() {
+        return Err(Error::io(
+            location(),
+            io::Error::from(io::ErrorKind::IsADirectory),
+        ));
+    }
+    if !meta.is_file() {
+        return Err(Error::new(
+            ErrorKind::Io,
+            location(),
+            format!("not a regular file (a {})", file_kind(&meta)),
+        ));
+    }
+    // Regular files ignore O_NONBLOCK; cleared anyway so the descriptor behaves as usual.
+    let fd = file.as_raw_fd();
+    // SAFETY: `fd` is this open file's descriptor; F_GETFL/F_SETFL only read and set flags.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+        }
+    }
+    Ok(file)
+}
+
+/// Reads a whole regular file (see [`open_regular`]); used by the binding.
+#[cfg_attr(not(feature = "python"), allow(dead_code))]
+pub fn read_whole(path: &Path) -> Result<Vec<u8>> {
+    let mut file = open_regular(path)?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(|e| Error::io(path.display().to_string(), e))?;
+    Ok(bytes)
+}
+
+fn file_kind(meta: &Metadata) -> &'static str {
+    let t = meta.file_type();
+    if t.is_fifo() {
+        "FIFO"
+    } else if t.is_socket() {
+        "socket"
+    } else if t.is_char_device() {
+        "character device"
+    } else if t.is_block_device() {
+        "block device"
+    } else {
+        "special file"
+    }
 }
 
 /// What identifies a file's content as the reader saw it: a file replaced (new inode),
@@ -76,7 +139,15 @@ pub fn read_stamped(
     buf: &mut [u8],
 ) -> Result<()> {
     let name = || path.display().to_string();
-    let f = File::open(path).map_err(|e| Error::io(name(), e))?;
+    let f = open_regular(path).map_err(|e| match e.kind() {
+        // It was a regular file when the reader opened it.
+        ErrorKind::Io if e.io_kind().is_none() => Error::new(
+            ErrorKind::Changed,
+            name(),
+            "file changed since the reader opened it (it is no longer a regular file); open a new reader",
+        ),
+        _ => e,
+    })?;
     let meta = f.metadata().map_err(|e| Error::io(name(), e))?;
     if !meta.is_file() || FileStamp::of(&meta) != was {
         let how = if !meta.is_file() {
@@ -124,17 +195,8 @@ pub struct SharedFile {
 impl SharedFile {
     pub fn open(path: PathBuf) -> Result<SharedFile> {
         let location = path.display().to_string();
-        let file = File::open(&path).map_err(|e| Error::io(&location, e))?;
+        let file = open_regular(&path)?;
         let meta = file.metadata().map_err(|e| Error::io(&location, e))?;
-        if meta.is_dir() {
-            return Err(Error::io(
-                location,
-                io::Error::from(io::ErrorKind::IsADirectory),
-            ));
-        }
-        if !meta.is_file() {
-            return Err(Error::new(ErrorKind::Io, location, "not a regular file"));
-        }
         Ok(SharedFile {
             path,
             file,
@@ -161,6 +223,17 @@ impl SharedFile {
 
     pub fn stamp(&self) -> FileStamp {
         self.stamp
+    }
+
+    /// A name libhdf5 can open this same file by: the path when it is UTF-8 (libhdf5 takes
+    /// C strings through the `hdf5` crate, which wants `str`), else this descriptor's
+    /// `/proc/self/fd` entry.
+    pub fn library_path(&self) -> PathBuf {
+        if self.path.to_str().is_some() {
+            self.path.clone()
+        } else {
+            PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
+        }
     }
 }
 

@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use rayon::prelude::*;
+use arc_swap::ArcSwapOption;
 
-use crate::codec::{inflate_prefix, Faults, NpyExpect, Pipeline, Step, Wrapper};
+use crate::codec::{crc32_after, inflate_prefix, Faults, NpyExpect, Pipeline, Step, Wrapper};
 use crate::error::{Error, ErrorKind, Result};
 use crate::exec::{execute, Dest, Extent};
 use crate::npy::{self, NpyHeader};
@@ -30,6 +30,9 @@ const LOCAL_SIGNATURE: u32 = 0x0403_4b50;
 /// DEFLATE cannot expand data more than ~1032:1; a member declaring more is malformed.
 const MAX_DEFLATE_RATIO: u64 = 1032;
 
+/// Default for [`ZipLimits::max_member_bytes`] (Python re-exports it).
+pub const DEFAULT_MAX_MEMBER_BYTES: u64 = 4 << 30;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ZipLimits {
     /// Most members an archive may have.
@@ -46,7 +49,7 @@ impl Default for ZipLimits {
     fn default() -> Self {
         ZipLimits {
             max_members: 10_000_000,
-            max_member_bytes: 4 << 30,
+            max_member_bytes: DEFAULT_MAX_MEMBER_BYTES,
             verify_crc: true,
             npy: npy::Limits::default(),
         }
@@ -68,6 +71,18 @@ pub struct Member {
     end_limit: u64,
     /// Where the member's data starts, plus one; 0 until its local header was read.
     data_start: AtomicU64,
+    /// A stored `.npy` member's header, once read (lock-free, as `data_start`: a fork while
+    /// another thread fills it in leaves nothing locked).
+    npy_layout: ArcSwapOption<NpyLayout>,
+}
+
+/// A stored `.npy` member's header, parsed once: its array data can then be read straight into
+/// a batch, the member's CRC-32 still checked (continued from the header's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NpyLayout {
+    pub header: NpyHeader,
+    /// CRC-32 of the member's bytes before the array data.
+    pub header_crc: u32,
 }
 
 impl Member {
@@ -110,6 +125,59 @@ pub struct MemberData {
 impl MemberData {
     pub fn is_stored(&self) -> bool {
         self.method == STORED
+    }
+
+    /// The extent reading this `.npy` member's array (checked against `expect`) into output
+    /// `out` at `dst`. Straight from the file into the output when the member is stored, its
+    /// header known (`layout`, see [`ZipIndex::npy_layout`]) and its data needs no reordering:
+    /// no staging copy; else the whole member through the NPY stream step.
+    pub fn npy_extent(
+        &self,
+        layout: Option<&NpyLayout>,
+        expect: &Arc<NpyExpect>,
+        verify_crc: bool,
+        out: u32,
+        dst: usize,
+        file: u32,
+    ) -> Result<Extent> {
+        if let Some(l) = layout.filter(|_| self.is_stored()) {
+            let h = &l.header;
+            if h.dtype != expect.dtype || h.shape != expect.shape {
+                return Err(Error::new(
+                    ErrorKind::Inconsistent,
+                    "",
+                    format!(
+                        "array has dtype {} and shape {:?}, expected dtype {} and shape {:?}",
+                        h.dtype.descr(),
+                        h.shape,
+                        expect.dtype.descr(),
+                        expect.shape
+                    ),
+                ));
+            }
+            let in_place = (expect.keep_layout || !h.needs_transpose())
+                && (h.data_offset + h.data_len) as u64 == self.size;
+            if in_place {
+                let steps = if verify_crc {
+                    vec![Step::Crc32After {
+                        prefix: l.header_crc,
+                        want: self.crc32,
+                    }]
+                } else {
+                    Vec::new()
+                };
+                return Ok(Extent {
+                    file,
+                    offset: self.data_start + h.data_offset as u64,
+                    stored_len: h.data_len,
+                    pipeline: Pipeline::new(steps),
+                    decoded_len: h.data_len,
+                    out,
+                    dest: Dest::At(dst),
+                });
+            }
+        }
+        Ok(self.extent(file, &Payload::Npy(expect.clone()), verify_crc, out, dst))
     }
 
     /// The extent reading this member from `file` of a source as `payload`.
@@ -272,6 +340,7 @@ fn parse_directory<R: Read + Seek>(
             encrypted: entry.encrypted(),
             end_limit: cd_start,
             data_start: AtomicU64::new(0),
+            npy_layout: ArcSwapOption::empty(),
         });
     }
     let duplicates = archive.has_duplicate_names();
@@ -670,13 +739,7 @@ impl<S: Source> ZipIndex<S> {
         members: &[usize],
         plan: impl Fn(usize, usize) -> Result<Extent> + Sync,
     ) -> Result<Vec<Extent>> {
-        pool::install(|| {
-            members
-                .par_iter()
-                .enumerate()
-                .map(|(k, &i)| plan(k, i))
-                .collect()
-        })
+        pool::try_map(members, |k, &i| plan(k, i))
     }
 
     /// Runs extents built for `members` (the k-th extent reads `members[k]`).
@@ -687,10 +750,24 @@ impl<S: Source> ZipIndex<S> {
 
     /// The whole decoded member `i` (CRC-checked).
     pub fn read(&self, i: usize) -> Result<Vec<u8>> {
-        let extent = self.extent(i, &Payload::Raw, 0, 0)?;
+        self.check_readable(i)?;
         let mut out = vec![0u8; self.members[i].size as usize];
-        self.run(std::slice::from_ref(&extent), &[i], &mut [&mut out])?;
+        self.read_into(i, &mut out)?;
         Ok(out)
+    }
+
+    /// Decodes member `i` (CRC-checked) straight into `out`, which must be exactly its size
+    /// ([`Member::size`]): no staging copy, so a member's read peaks at its own size.
+    pub fn read_into(&self, i: usize, out: &mut [u8]) -> Result<()> {
+        crate::plan::check_out_len(out.len(), 1, self.members[i].size as usize)?;
+        let extent = self.extent(i, &Payload::Raw, 0, 0)?;
+        let work = pool::Work {
+            units: 1,
+            bytes: self.members[i].size,
+        };
+        pool::install_sized(None, work, || {
+            self.run(std::slice::from_ref(&extent), &[i], &mut [out])
+        })
     }
 
     /// Reads raw members of `sample_bytes` each into `out`, one after another.
@@ -727,13 +804,42 @@ impl<S: Source> ZipIndex<S> {
     ) -> Result<()> {
         let n = expect.data_len();
         crate::plan::check_out_len(out.len(), members.len(), n)?;
-        let payload = Payload::Npy(expect.clone());
-        let extents = self.extents(members, |k, i| self.extent(i, &payload, 0, k * n))?;
+        let extents = self.extents(members, |k, i| {
+            let data = self.member_data(i)?;
+            let layout = self.npy_layout(i)?;
+            data.npy_extent(
+                layout.as_deref(),
+                expect,
+                self.limits.verify_crc,
+                0,
+                k * n,
+                0,
+            )
+            .map_err(|e| e.at(self.member_location(i)))
+        })?;
         self.run(&extents, members, &mut [out])
     }
 
-    /// The NPY header at the start of member `i`, or `None` if the member is not NPY.
+    /// The header of stored `.npy` member `i` with its CRC-32 (see [`NpyLayout`]), read once;
+    /// `None` for a deflated member or one that is not NPY.
+    pub fn npy_layout(&self, i: usize) -> Result<Option<Arc<NpyLayout>>> {
+        let m = &self.members[i];
+        if m.method != STORED {
+            return Ok(None);
+        }
+        if let Some(l) = m.npy_layout.load_full() {
+            return Ok(Some(l));
+        }
+        self.npy_header(i)?;
+        Ok(m.npy_layout.load_full())
+    }
+
+    /// The NPY header at the start of member `i`, or `None` if the member is not NPY. A
+    /// stored member's header is kept (see [`ZipIndex::npy_layout`]).
     pub fn npy_header(&self, i: usize) -> Result<Option<NpyHeader>> {
+        if let Some(l) = self.members[i].npy_layout.load_full() {
+            return Ok(Some(l.header.clone()));
+        }
         self.check_readable(i)?;
         let m = &self.members[i];
         let at = self.member_location(i);
@@ -754,8 +860,14 @@ impl<S: Source> ZipIndex<S> {
             }
             let end = npy::header_end(&prefix, m.size as usize, &at, &self.limits.npy)?;
             if end <= prefix.len() {
-                return npy::parse_header(&prefix, m.size as usize, &at, &self.limits.npy)
-                    .map(Some);
+                let header = npy::parse_header(&prefix, m.size as usize, &at, &self.limits.npy)?;
+                if m.method == STORED {
+                    m.npy_layout.store(Some(Arc::new(NpyLayout {
+                        header_crc: crc32_after(0, &prefix[..header.data_offset]),
+                        header: header.clone(),
+                    })));
+                }
+                return Ok(Some(header));
             }
             if want >= m.size as usize {
                 return Err(Error::new(
@@ -786,7 +898,7 @@ impl<S: Source> ZipIndex<S> {
         self.source
             .read_at(0, start, &mut z)
             .map_err(|e| e.at(at()))?;
-        inflate_prefix(&z, want, ZIP_FAULTS).map_err(|e| e.at(at()))
+        inflate_prefix(&z, want).map_err(|e| ZIP_FAULTS.error(e).at(at()))
     }
 
     /// Where the bytes are read from.

@@ -45,3 +45,24 @@ def samples(make_samples):
 @pytest.fixture
 def expected_batch():
     return stack
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--run-slow",
+        action="store_true",
+        help="also run the long-run tests marked slow (make py-test-slow; minutes each)",
+    )
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: long-run test, run by `make py-test-slow` only")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--run-slow"):
+        return
+    skip = pytest.mark.skip(reason="long-run test: make py-test-slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

@@ -1,4 +1,4 @@
-"""The HDF5 cases of /work/shared/BAD_INPUTS.md (20-27, 34, 35): real files written by h5py,
+"""The HDF5 cases of docs/BAD_INPUTS.md (20-27, 34, 35): real files written by h5py,
 then truncated or patched at the offsets h5py reports. Each must give the documented
 exception, naming the file (and the dataset where there is one), and never wrong data."""
 

@@ -1,5 +1,6 @@
 """HDF5Reader across fork, DataLoader workers (fork and spawn), pickling and threads
-(BAD_INPUTS 28-32), and side by side with h5py in one process (each with its own libhdf5)."""
+(docs/BAD_INPUTS.md 28-32), and side by side with h5py in one process (each with its own
+libhdf5)."""
 
 from __future__ import annotations
 

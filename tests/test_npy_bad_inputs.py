@@ -1,4 +1,4 @@
-"""The NPY cases of /work/shared/BAD_INPUTS.md (1-8 and 35): crafted bytes and files must give
+"""The NPY cases of docs/BAD_INPUTS.md (1-8 and 35): crafted bytes and files must give
 the documented exception, naming the file (or ``<buffer>``), and never a partial array."""
 
 from __future__ import annotations

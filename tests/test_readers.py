@@ -22,7 +22,6 @@ from packread.errors import (
     InternalError,
     InvalidArgumentError,
     MissingKeyError,
-    PackreadOSError,
     PackreadTypeError,
 )
 
@@ -220,26 +219,41 @@ def test_batch_async_checks_arguments_at_once(case):
 
 
 @pytest.fixture
-def blocked(make_samples):
-    """An NpyReader whose sample 3 was replaced by a FIFO after the reader opened it: a read
-    of it blocks in open() until ``release()`` opens the FIFO for writing, then fails (the file
-    changed), deterministically."""
-    paths = make_samples(n=8, shape=(4, 6), dtype="<f4")
-    reader = packread.NpyReader(paths, num_threads=1)
-    os.remove(paths[3])
-    os.mkfifo(paths[3])
+def blocked(tmp_path):
+    """An HDF5Reader (one pool thread) whose dataset is stored externally in a file replaced by
+    a FIFO after the reader opened it. packread opens nothing but regular files (a FIFO given to
+    it is refused at once), but an external data file is opened by libhdf5 itself, which blocks
+    in open() until ``release()`` opens the FIFO for writing: a read stuck inside a batch,
+    deterministically. The read then fails (the FIFO held no data), and ``release`` puts the
+    real file back, so later reads succeed. Samples are 4x6 f4 rows of ``data``."""
+    import h5py
+
+    path = tmp_path / "ext.h5"
+    ext = tmp_path / "external.bin"
+    data = np.arange(8 * 4 * 6, dtype="<f4").reshape(8, 4, 6)
+    with h5py.File(path, "w") as f:
+        f.create_dataset("x", data=data, external=[(str(ext), 0, h5py.h5f.UNLIMITED)])
+        f["native"] = data
+    reader = packread.HDF5Reader(path, "x", num_threads=1)
+    assert reader["x"].read_path.startswith("libhdf5")
+    saved = ext.read_bytes()
+    ext.unlink()
+    os.mkfifo(ext)
 
     def release():
         deadline = time.monotonic() + 30
         while True:
             try:
-                os.close(os.open(paths[3], os.O_WRONLY | os.O_NONBLOCK))
-                return
+                os.close(os.open(ext, os.O_WRONLY | os.O_NONBLOCK))
+                break
             except OSError:  # no reader has opened it yet
                 assert time.monotonic() < deadline, "the read never reached open()"
                 time.sleep(0.005)
+        tmp = tmp_path / "external.tmp"
+        tmp.write_bytes(saved)
+        os.replace(tmp, ext)
 
-    return reader, paths, release
+    return reader, data, release
 
 
 def wait_until_blocked() -> None:
@@ -262,7 +276,7 @@ def wait_until_blocked() -> None:
 
 
 def test_batch_async_runs_in_the_background(blocked):
-    reader, _paths, release = blocked
+    reader, _data, release = blocked
     t0 = time.monotonic()
     h = reader.batch_async([0, 3])
     assert time.monotonic() - t0 < 5  # returned while the read is stuck
@@ -271,10 +285,10 @@ def test_batch_async_runs_in_the_background(blocked):
         h.result(timeout=0.05)
     assert not h.done()
     release()
-    with pytest.raises(PackreadOSError, match=r"s003\.npy"):
+    with pytest.raises(packread.HDF5Error, match=r"ext\.h5:/?x"):
         h.result(timeout=30)
     assert h.done()
-    with pytest.raises(PackreadOSError):  # the same error again
+    with pytest.raises(packread.HDF5Error):  # the same error again
         h.result()
 
 
@@ -299,12 +313,12 @@ def test_result_wait_lets_signals_through(blocked):
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
         release()
-    with pytest.raises(PackreadOSError):
+    with pytest.raises(packread.HDF5Error):
         h.result(timeout=30)
 
 
-def test_dropping_unfinished_handles_is_safe(blocked, make_samples):
-    reader, paths, release = blocked
+def test_dropping_unfinished_handles_is_safe(blocked):
+    reader, data, release = blocked
     out = np.full((2, 4, 6), -7.0, dtype="<f4")
     base = sys.getrefcount(out)
     h = reader.batch_async([3, 0], out=out)
@@ -320,7 +334,7 @@ def test_dropping_unfinished_handles_is_safe(blocked, make_samples):
     release()
     # Jobs run in order on the one-thread pool: once this one is done, the others have ended.
     good = reader.batch_async([0, 1, 2]).result(timeout=30)
-    assert same(good, np.stack([np.load(p) for p in paths[:3]]))
+    assert same(good, data[:3])
     assert (queued_out == -9.0).all()
     deadline = time.monotonic() + 10
     while sys.getrefcount(out) > base:  # released once the read ended (on the next GIL use)
@@ -351,10 +365,13 @@ def test_many_threads_wait_on_one_handle(make_samples):
     assert same(results[0], np.stack([np.load(p) for p in paths]))
 
 
-def test_handle_inherited_by_a_fork_fails_fast(blocked, tmp_path):
-    reader, paths, release = blocked
+def test_handle_inherited_by_a_fork_fails_fast(blocked, tmp_path, make_samples):
+    reader, _data, release = blocked
+    paths = make_samples(n=4, shape=(4, 6), dtype="<f4")
+    other = packread.NpyReader(paths)  # read by pread and decode, no libhdf5 lock
     h = reader.batch_async([3])
     try:
+        wait_until_blocked()
 
         def child():
             t0 = time.monotonic()
@@ -362,7 +379,7 @@ def test_handle_inherited_by_a_fork_fails_fast(blocked, tmp_path):
             with pytest.raises(InternalError, match="another process"):
                 h.result()
             # A batch started in the child itself works.
-            got = reader.batch([0, 1])
+            got = other.batch([0, 1])
             return np.array([time.monotonic() - t0]), got
 
         took, got = in_child(child, tmp_path / "child.pickle")
@@ -370,5 +387,5 @@ def test_handle_inherited_by_a_fork_fails_fast(blocked, tmp_path):
         assert same(got, np.stack([np.load(p) for p in paths[:2]]))
     finally:
         release()
-    with pytest.raises(PackreadOSError):
+    with pytest.raises(packread.HDF5Error):
         h.result(timeout=30)

@@ -1,4 +1,4 @@
-"""The ZIP and NPZ cases of /work/shared/BAD_INPUTS.md (9-19, 34): crafted archives must give
+"""The ZIP and NPZ cases of docs/BAD_INPUTS.md (9-19, 34): crafted archives must give
 the documented exception, naming the file (or ``<buffer>``) and the member, and never a crash,
 a hang, a huge allocation, a raw ``zlib.error`` or wrong data."""
 

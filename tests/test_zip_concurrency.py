@@ -1,5 +1,5 @@
 """ZipReader, NpzReader and load_npz across fork, DataLoader workers (fork and spawn),
-pickling and threads (BAD_INPUTS 28-32)."""
+pickling and threads (docs/BAD_INPUTS.md 28-32)."""
 
 from __future__ import annotations
 

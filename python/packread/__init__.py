@@ -21,6 +21,7 @@ from .errors import (
     NpyFormatError,
     PackreadError,
     PackreadTypeError,
+    ReaderClosedError,
     UnsupportedError,
 )
 
@@ -42,6 +43,7 @@ __all__ = [
     "PackreadError",
     "PackreadTypeError",
     "PendingBatch",
+    "ReaderClosedError",
     "UnsupportedError",
     "ZipMemberInfo",
     "ZipReader",

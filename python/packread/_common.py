@@ -17,6 +17,7 @@ from .errors import (
     InvalidArgumentError,
     PackreadFileNotFoundError,
     PackreadTypeError,
+    ReaderClosedError,
 )
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -120,6 +121,54 @@ class BatchReader(Protocol):
         ...
 
 
+class _Closed:
+    """Stands in for a closed reader's extension object: any use raises ReaderClosedError."""
+
+    __slots__ = ("_what",)
+
+    def __init__(self, what: str) -> None:
+        self._what = what
+
+    def _raise(self) -> Any:
+        raise ReaderClosedError(f"{self._what} is closed; open a new reader")
+
+    def __getattr__(self, name: str) -> Any:
+        return self._raise()
+
+    def __len__(self) -> int:
+        return self._raise()
+
+
+class Closable:
+    """``close()`` and ``with`` for readers: closing drops the reader's open files and
+    indexes (reads already started finish first); every later call raises
+    :class:`~packread.errors.ReaderClosedError`. A closed reader still pickles (by path)."""
+
+    _inner: Any
+
+    def close(self) -> None:
+        """Releases the reader's files; later calls raise ``ReaderClosedError``."""
+        if not isinstance(self._inner, _Closed):
+            self._inner = _Closed(f"{type(self).__name__} of {self._describe()}")
+
+    def _describe(self) -> str:
+        return "its files"
+
+    @property
+    def closed(self) -> bool:
+        return isinstance(self._inner, _Closed)
+
+    def _check_open(self) -> None:
+        if isinstance(self._inner, _Closed):
+            self._inner._raise()
+
+    def __enter__(self: T) -> T:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def check_num_threads(num_threads: int | None) -> int | None:
     """``num_threads`` of a reader: ``None`` (the shared pool) or a positive int."""
     if num_threads is None:
@@ -155,9 +204,9 @@ def expand_paths(paths: Paths, suffix: str) -> list[str]:
     return [os.fspath(p) for p in paths]
 
 
-def as_indices(idx: Indices, length: int) -> np.ndarray:
+def as_indices(idx: Indices, length: int, where: str) -> np.ndarray:
     """Indices as a 1-d int64 array; order, duplicates and negatives are kept (the core checks
-    bounds, raising ``IndexError``)."""
+    bounds, raising ``IndexError``). ``where`` names the reader's file in errors."""
     if isinstance(idx, slice):
         return np.arange(*idx.indices(length), dtype=np.int64)
     if isinstance(idx, range):
@@ -178,7 +227,7 @@ def as_indices(idx: Indices, length: int) -> np.ndarray:
         # Integers beyond int64 (uint64, Python ints) cannot index anything.
         big = next((int(i) for i in arr.tolist() if not _INT64_MIN <= int(i) <= _INT64_MAX), None)
         if big is not None:
-            raise IndexOutOfRangeError(f"index {big} is out of range for {length} samples")
+            raise IndexOutOfRangeError(f"{where}: index {big} is out of range for {length} samples")
         return np.asarray(arr.tolist(), dtype=np.int64)
     raise PackreadTypeError(f"idx must hold integers, not {arr.dtype}")
 
@@ -201,5 +250,6 @@ def byte_view(src: Any, what: str) -> np.ndarray:
 
 
 def new_output(rows: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """An uninitialised batch array; every byte of it is written by the read."""
-    return np.empty((rows, *shape), dtype=dtype)
+    """An uninitialised batch array; every byte of it is written by the read. ``np.ndarray``,
+    not ``np.empty``: the latter turns a zero-size dtype (``S0``, ``U0``) into ``S1``/``U1``."""
+    return np.ndarray((rows, *shape), dtype=dtype)

@@ -10,11 +10,11 @@ from typing import Any, Literal, Union
 import numpy as np
 
 from . import _packread
-from ._common import Indices, PendingBatch, as_indices, check_num_threads, new_output
+from ._common import Closable, Indices, PendingBatch, as_indices, check_num_threads, new_output
 from .errors import InvalidArgumentError, MissingKeyError, PackreadTypeError
 
 #: Decoded chunks kept between batches by default (chunks holding several samples).
-DEFAULT_CACHE_BYTES = 32 << 20
+DEFAULT_CACHE_BYTES: int = _packread.DEFAULT_CACHE_BYTES
 
 Out = Union[np.ndarray, dict[str, np.ndarray], None]
 
@@ -166,7 +166,7 @@ class HDF5Dataset:
         if isinstance(sel, (int, np.integer)):
             one = _start(self._inner, me, [self.name], [int(sel)], None, pick=self.name)
             return one.result()[0]
-        rows = as_indices(sel, len(self))
+        rows = as_indices(sel, len(self), self._inner.path)
         outs = None if out is None else {self.name: out}
         return _start(self._inner, me, [self.name], rows, outs, self._ragged, self.name).result()
 
@@ -180,7 +180,7 @@ class HDF5Dataset:
         )
 
 
-class HDF5Reader:
+class HDF5Reader(Closable):
     """Datasets of one HDF5 file (h5py or PyTables), read as batches with the GIL released.
 
     ``datasets`` is one dataset path (``batch`` returns an array), a list of paths, or
@@ -234,11 +234,10 @@ class HDF5Reader:
         }
         self._single = isinstance(datasets, str)
         self._ragged: str = ragged
+        # An empty list, a name given twice: checked (once) by the extension.
         names = [datasets] if isinstance(datasets, str) else datasets
-        if names is not None and not isinstance(names, str):
+        if names is not None:
             names = list(names)
-            if len(set(names)) != len(names):
-                raise InvalidArgumentError(f"datasets are named more than once: {names}")
         self._inner = _packread.HDF5Reader(
             source, names, num_threads, int(cache_bytes), bool(in_memory)
         )
@@ -332,7 +331,8 @@ class HDF5Reader:
         >>> pending.result()["images"].shape
         (8, 3, 32, 32)
         """
-        rows = as_indices(idx, len(self))
+        self._check_open()
+        rows = as_indices(idx, len(self), self.path)
         names = list(self._datasets)
         if self._single:
             outs = None if out is None else {names[0]: out}
@@ -343,10 +343,23 @@ class HDF5Reader:
             )
         return _start(self._inner, self._datasets, names, rows, out, self._ragged)
 
+    def _describe(self) -> str:
+        return self.path
+
+    def close(self) -> None:
+        """Releases the file (once no dataset of it is in use elsewhere: each holds it too);
+        later calls raise ``ReaderClosedError``."""
+        if not self.closed:
+            super().close()
+            for ds in self._datasets.values():
+                ds._inner = self._inner
+
     def __reduce__(self) -> tuple[Any, ...]:
         return (_reopen_hdf5, (self._args, self._options))
 
     def __repr__(self) -> str:
+        if self.closed:
+            return f"<closed {type(self).__name__}>"
         return f"HDF5Reader({self.path!r}, {len(self)} samples, datasets={self.keys()})"
 
 

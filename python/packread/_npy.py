@@ -10,6 +10,7 @@ import numpy as np
 
 from . import _packread
 from ._common import (
+    Closable,
     Indices,
     Paths,
     PendingBatch,
@@ -21,7 +22,7 @@ from ._common import (
 )
 
 #: numpy's default limit on NPY header size (``max_header_size``).
-DEFAULT_MAX_HEADER_SIZE = 10_000
+DEFAULT_MAX_HEADER_SIZE: int = _packread.DEFAULT_MAX_HEADER_SIZE
 
 BytesLike = Union[bytes, bytearray, memoryview, np.ndarray]
 
@@ -49,7 +50,8 @@ def load_npy(
     )
     count = math.prod(shape)
     if count == 0 or dtype.itemsize == 0:
-        empty = np.zeros(shape, dtype=dtype, order="F" if fortran else "C")
+        # No bytes to fill; np.ndarray keeps a zero-size dtype (S0) that np.zeros makes S1.
+        empty = np.ndarray(shape, dtype=dtype, order="F" if fortran else "C")
         empty.flags.writeable = False  # read-only like every other result from bytes
         return empty
     flat = np.frombuffer(src, dtype=dtype, count=count, offset=offset)
@@ -61,7 +63,7 @@ def load_npy(
     return flat.reshape(shape)
 
 
-class NpyReader:
+class NpyReader(Closable):
     """Many ``.npy`` files of the same shape and dtype, one sample each, read as batches.
 
     ``paths`` is a list of files, a directory (its ``*.npy`` files, sorted) or a glob pattern
@@ -138,10 +140,14 @@ class NpyReader:
         >>> NpyReader("data/train/").batch_async(range(4)).result().shape
         (4, 4, 8)
         """
-        rows = as_indices(idx, len(self))
+        self._check_open()
+        rows = as_indices(idx, len(self), self._inner.location)
         if out is None:
             out = new_output(len(rows), self.shape, self.dtype)
         return PendingBatch(self._inner.read_into(rows, out), out)
+
+    def _describe(self) -> str:
+        return str(self._inner.location)
 
     def __getitem__(self, i: int) -> np.ndarray:
         return self.batch([i])[0]
@@ -151,6 +157,8 @@ class NpyReader:
         return (_reopen_npy, (self.paths, self._options))
 
     def __repr__(self) -> str:
+        if self.closed:
+            return f"<closed {type(self).__name__}>"
         return f"NpyReader({len(self)} files, shape={self.shape}, dtype={self.dtype})"
 
 

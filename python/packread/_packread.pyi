@@ -6,6 +6,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 __all__ = [
+    "DEFAULT_CACHE_BYTES",
+    "DEFAULT_MAX_HEADER_SIZE",
+    "DEFAULT_MAX_MEMBER_BYTES",
+    "MAX_THREADS",
     "HDF5Reader",
     "NpyReader",
     "NpzReader",
@@ -22,6 +26,10 @@ __all__ = [
     "set_num_threads",
 ]
 __version__: str
+DEFAULT_MAX_HEADER_SIZE: int
+DEFAULT_MAX_MEMBER_BYTES: int
+DEFAULT_CACHE_BYTES: int
+MAX_THREADS: int
 
 def set_num_threads(n: int) -> None: ...
 def get_num_threads() -> int: ...
@@ -54,6 +62,8 @@ class NpyReader:
     def dtype(self) -> np.dtype[Any]: ...
     @property
     def paths(self) -> list[str]: ...
+    @property
+    def location(self) -> str: ...
     def read_into(self, idx: NDArray[np.int64], out: NDArray[Any]) -> PendingRead: ...
 
 @final
@@ -93,6 +103,8 @@ class NpzReader:
     def __len__(self) -> int: ...
     @property
     def paths(self) -> list[str]: ...
+    @property
+    def location(self) -> str: ...
     def keys(self) -> list[str]: ...
     def key_info(self, key: str) -> tuple[np.dtype[Any], tuple[int, ...]]: ...
     def read_into(

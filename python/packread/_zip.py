@@ -11,6 +11,7 @@ import numpy as np
 
 from . import _packread
 from ._common import (
+    Closable,
     Indices,
     Paths,
     PendingBatch,
@@ -30,7 +31,7 @@ from .errors import (
 )
 
 #: Largest decoded member read by default (a header may not ask for more).
-DEFAULT_MAX_MEMBER_BYTES = 4 << 30
+DEFAULT_MAX_MEMBER_BYTES: int = _packread.DEFAULT_MAX_MEMBER_BYTES
 
 Members = Union[Sequence[str], Indices]
 
@@ -50,7 +51,7 @@ class ZipMemberInfo(NamedTuple):
     crc32: int
 
 
-class ZipReader:
+class ZipReader(Closable):
     """Members of one ZIP archive, read in parallel with the GIL released.
 
     The central directory is parsed once, here; members are then read with ``pread``, so a
@@ -125,6 +126,9 @@ class ZipReader:
     def path(self) -> str:
         """The archive's path."""
         return self._inner.path
+
+    def _describe(self) -> str:
+        return self.path
 
     def keys(self) -> list[str]:
         """The selected members' names, in sample order.
@@ -215,7 +219,7 @@ class ZipReader:
             and isinstance(members[0], str)
         ):
             return np.asarray([self._sample_position(m) for m in members], dtype=np.int64)
-        positions = as_indices(members, len(self))  # type: ignore[arg-type]
+        positions = as_indices(members, len(self), self.path)  # type: ignore[arg-type]
         n = len(self)
         bad = positions[(positions < -n) | (positions >= n)]
         if bad.size:
@@ -275,6 +279,7 @@ class ZipReader:
         >>> ZipReader("train.zip").batch_async([1, 2], dtype="<u2").result().shape
         (2, 1536)
         """
+        self._check_open()
         ks = self._positions_of(members)
         at = self._archive_positions[ks]
         want_dtype = np.dtype(dtype) if dtype is not None else self._dtype
@@ -306,6 +311,8 @@ class ZipReader:
         return (_reopen_zip, (self.path, self._options))
 
     def __repr__(self) -> str:
+        if self.closed:
+            return f"<closed {type(self).__name__}>"
         return f"ZipReader({self.path!r}, {len(self)} members)"
 
 
@@ -336,7 +343,7 @@ def load_npz(
     return _packread.load_npz_buffer(byte_view(src, "NPZ"), *args)
 
 
-class NpzReader:
+class NpzReader(Closable):
     """Many NPZ files with the same keys (one sample each), read as stacked batches.
 
     ``paths`` is a list of files, a directory (its ``*.npz`` files, sorted) or a glob pattern
@@ -441,7 +448,8 @@ class NpzReader:
         >>> sorted(NpzReader("data/npz/").batch_async([0]).result())
         ['image', 'mask']
         """
-        rows = as_indices(idx, len(self))
+        self._check_open()
+        rows = as_indices(idx, len(self), self._inner.location)
         names = self._keys if keys is None else self._known(_key_list(keys))
         if out is not None and not isinstance(out, dict):
             raise PackreadTypeError("out= must be a dict of arrays, one per key")
@@ -458,6 +466,9 @@ class NpzReader:
         read = self._inner.read_into(rows, names, [result[n] for n in names])
         return PendingBatch(read, {n: result[n] for n in names})
 
+    def _describe(self) -> str:
+        return str(self._inner.location)
+
     def __getitem__(self, i: int) -> dict[str, np.ndarray]:
         return {k: v[0] for k, v in self.batch([i]).items()}
 
@@ -465,6 +476,8 @@ class NpzReader:
         return (_reopen_npz, (self.paths, self._options))
 
     def __repr__(self) -> str:
+        if self.closed:
+            return f"<closed {type(self).__name__}>"
         shapes = ", ".join(f"{k}: {self.shape[k]} {self.dtype[k]}" for k in self._keys)
         return f"NpzReader({len(self)} files, {{{shapes}}})"
 

@@ -24,6 +24,7 @@ __all__ = [
     "PackreadOSError",
     "PackreadPermissionError",
     "PackreadTypeError",
+    "ReaderClosedError",
     "UnsupportedError",
 ]
 
@@ -90,6 +91,10 @@ class MissingKeyError(PackreadError, KeyError):
 
 class IndexOutOfRangeError(PackreadError, IndexError):
     """An index outside the range of samples."""
+
+
+class ReaderClosedError(PackreadError, ValueError):
+    """A reader used after ``close()`` (like a closed file's ``ValueError``)."""
 
 
 class UnsupportedError(PackreadError, NotImplementedError):

@@ -10,6 +10,7 @@
 //!   block a big-endian u32 compressed size and the block compressed, the last `n % 8`
 //!   elements raw at the end.
 
+use super::CodecError;
 use super::{lz4::lz4_block, zstd::zstd_decompress};
 
 /// The compressor inside bitshuffle (its `cd_values[4]`).
@@ -146,9 +147,10 @@ mod simd {
     use super::store_groups;
     use std::arch::x86_64::*;
 
-    /// [`super::transpose_8x8`] on both 64-bit lanes.
-    #[inline(always)]
-    unsafe fn transpose_8x8_x2(mut x: __m128i) -> __m128i {
+    /// [`super::transpose_8x8`] on both 64-bit lanes (SSE2, which every x86-64 CPU has).
+    #[inline]
+    #[target_feature(enable = "sse2")]
+    fn transpose_8x8_x2(mut x: __m128i) -> __m128i {
         let m1 = _mm_set1_epi64x(0x00AA_00AA_00AA_00AA);
         let m2 = _mm_set1_epi64x(0x0000_CCCC_0000_CCCC);
         let m3 = _mm_set1_epi64x(0x0000_0000_F0F0_F0F0);
@@ -350,25 +352,25 @@ pub fn bitshuffle_decode(
     block: usize,
     inner: BitshuffleInner,
     tmp: &mut Vec<u8>,
-) -> Result<(), String> {
+) -> Result<(), CodecError> {
     if itemsize == 0 {
-        return Err("bitshuffle: element size 0".into());
+        return Err(CodecError::Params("bitshuffle: element size 0".into()));
     }
     if out.len() % itemsize != 0 {
-        return Err(format!(
+        return Err(CodecError::Corrupt(format!(
             "bitshuffle: {} bytes is not a whole number of {itemsize}-byte elements",
             out.len()
-        ));
+        )));
     }
     let n = out.len() / itemsize;
     let (body, mut at, block) = match inner {
         BitshuffleInner::None => {
             if input.len() != out.len() {
-                return Err(format!(
+                return Err(CodecError::Corrupt(format!(
                     "bitshuffle: {} stored bytes, expected {}",
                     input.len(),
                     out.len()
-                ));
+                )));
             }
             (
                 input,
@@ -389,24 +391,24 @@ pub fn bitshuffle_decode(
             })?;
             let total = u64::from_be_bytes(head[..8].try_into().expect("8 bytes"));
             if total != out.len() as u64 {
-                return Err(format!(
+                return Err(CodecError::Corrupt(format!(
                     "bitshuffle: header says {total} decoded bytes, the chunk holds {}",
                     out.len()
-                ));
+                )));
             }
             let block_bytes = be_u32(head, 8).expect("4 bytes");
             if block_bytes == 0 || block_bytes % itemsize != 0 {
-                return Err(format!(
+                return Err(CodecError::Corrupt(format!(
                     "bitshuffle: header block size {block_bytes} is not a positive multiple of {itemsize}"
-                ));
+                )));
             }
             (input, 12, block_bytes / itemsize)
         }
     };
     if block % 8 != 0 || block == 0 {
-        return Err(format!(
+        return Err(CodecError::Corrupt(format!(
             "bitshuffle: block size {block} is not a positive multiple of 8"
-        ));
+        )));
     }
     let mut done = 0; // elements decoded
     while n - done >= 8 {
@@ -453,16 +455,16 @@ pub fn bitshuffle_decode(
     out[done * itemsize..].copy_from_slice(src);
     at += rest;
     if at != body.len() {
-        return Err(format!(
+        return Err(CodecError::Corrupt(format!(
             "bitshuffle: {} stored bytes after the data",
             body.len() - at
-        ));
+        )));
     }
     Ok(())
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::codec::lz4::tests::lz4_compress_block;
 
@@ -482,7 +484,12 @@ mod tests {
         out
     }
 
-    fn encode(data: &[u8], itemsize: usize, block: usize, inner: BitshuffleInner) -> Vec<u8> {
+    pub(crate) fn encode(
+        data: &[u8],
+        itemsize: usize,
+        block: usize,
+        inner: BitshuffleInner,
+    ) -> Vec<u8> {
         let n = data.len() / itemsize;
         let mut out = Vec::new();
         if inner != BitshuffleInner::None {

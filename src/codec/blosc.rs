@@ -14,6 +14,7 @@
 //! and what the chunk holds first: a header that disagrees is an error here, never a read past
 //! the chunk or a decode of the wrong size.
 
+use super::CodecError;
 use std::ffi::{c_char, c_int, CStr};
 use std::sync::Once;
 
@@ -68,7 +69,7 @@ pub struct BloscHeader {
 }
 
 impl BloscHeader {
-    pub fn parse(input: &[u8]) -> Result<BloscHeader, String> {
+    pub fn parse(input: &[u8]) -> Result<BloscHeader, CodecError> {
         let h = input.get(..BLOSC_HEADER).ok_or_else(|| {
             format!(
                 "blosc: {} stored bytes, shorter than the {BLOSC_HEADER}-byte header",
@@ -88,42 +89,42 @@ impl BloscHeader {
 }
 
 /// Decodes the blosc chunk `input` into exactly `out`.
-pub fn blosc_decompress(input: &[u8], out: &mut [u8]) -> Result<(), String> {
+pub fn blosc_decompress(input: &[u8], out: &mut [u8]) -> Result<(), CodecError> {
     let h = BloscHeader::parse(input)?;
     if !FORMAT_VERSIONS.contains(&h.version) {
-        return Err(format!(
+        return Err(CodecError::Corrupt(format!(
             "blosc: header format version {} (expected {FORMAT_VERSIONS:?})",
             h.version
-        ));
+        )));
     }
     if h.nbytes != out.len() {
-        return Err(format!(
+        return Err(CodecError::Corrupt(format!(
             "blosc: header says {} decoded bytes, the chunk holds {}",
             h.nbytes,
             out.len()
-        ));
+        )));
     }
     if h.cbytes < BLOSC_HEADER || h.cbytes > input.len() {
-        return Err(format!(
+        return Err(CodecError::Corrupt(format!(
             "blosc: header says {} compressed bytes, {} are stored",
             h.cbytes,
             input.len()
-        ));
+        )));
     }
     if out.is_empty() {
         return Ok(());
     }
     if h.typesize == 0 || h.blocksize == 0 {
-        return Err(format!(
+        return Err(CodecError::Corrupt(format!(
             "blosc: header has typesize {} and blocksize {} (neither may be 0)",
             h.typesize, h.blocksize
-        ));
+        )));
     }
     let (Ok(srclen), Ok(dstlen)) = (i32::try_from(h.cbytes), i32::try_from(out.len())) else {
-        return Err(format!(
+        return Err(CodecError::Corrupt(format!(
             "blosc: {} bytes is more than blosc can hold",
             out.len()
-        ));
+        )));
     };
     init();
     // SAFETY: c-blosc2 reads at most `srclen` bytes of `input` (checked above to lie inside
@@ -131,22 +132,24 @@ pub fn blosc_decompress(input: &[u8], out: &mut [u8]) -> Result<(), String> {
     let n =
         unsafe { packread_blosc_chunk_decode(input.as_ptr(), srclen, out.as_mut_ptr(), dstlen) };
     if n != dstlen {
-        return Err(format!(
+        return Err(CodecError::Corrupt(format!(
             "blosc: corrupt buffer (c-blosc2 returned {n}, expected {} bytes)",
             out.len()
-        ));
+        )));
     }
     Ok(())
 }
 
 /// Decodes a blosc2 contiguous frame (one HDF5 blosc2 chunk) into exactly `out`, in C order.
-pub fn blosc2_frame_decompress(input: &[u8], out: &mut [u8]) -> Result<(), String> {
-    frame(input, Some(out)).map(|_| ())
+pub fn blosc2_frame_decompress(input: &[u8], out: &mut [u8]) -> Result<(), CodecError> {
+    frame(input, Some(out))
+        .map(|_| ())
+        .map_err(CodecError::Corrupt)
 }
 
 /// The number of bytes a blosc2 contiguous frame decodes to.
-pub fn blosc2_frame_size(input: &[u8]) -> Result<usize, String> {
-    frame(input, None)
+pub fn blosc2_frame_size(input: &[u8]) -> Result<usize, CodecError> {
+    frame(input, None).map_err(CodecError::Corrupt)
 }
 
 fn frame(input: &[u8], out: Option<&mut [u8]>) -> Result<usize, String> {

@@ -9,8 +9,7 @@ use libdeflater::{DecompressionError, Decompressor};
 use miniz_oxide::inflate::core::{decompress, inflate_flags, DecompressorOxide};
 use miniz_oxide::inflate::TINFLStatus;
 
-use super::Faults;
-use crate::error::Error;
+use super::CodecError;
 
 /// The framing around the deflate stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,12 +25,7 @@ thread_local! {
 }
 
 /// Inflates `input` into all of `out`; anything but exactly `out.len()` bytes is an error.
-pub fn inflate(
-    input: &[u8],
-    out: &mut [u8],
-    wrapper: Wrapper,
-    faults: Faults,
-) -> Result<(), Error> {
+pub fn inflate(input: &[u8], out: &mut [u8], wrapper: Wrapper) -> Result<(), CodecError> {
     let result = DECOMPRESSOR.with(|d| {
         let mut d = d.borrow_mut();
         match wrapper {
@@ -41,25 +35,21 @@ pub fn inflate(
     });
     match result {
         Ok(n) if n == out.len() => Ok(()),
-        Ok(n) => Err(faults.corrupt(format!(
+        Ok(n) => Err(CodecError::Corrupt(format!(
             "deflate stream holds {n} bytes, expected {}",
             out.len()
         ))),
-        Err(DecompressionError::InsufficientSpace) => Err(Error::new(
-            faults.overflow,
-            "",
-            format!(
-                "deflate stream inflates past its declared {} bytes",
-                out.len()
-            ),
-        )),
-        Err(DecompressionError::BadData) => Err(faults.corrupt("corrupt deflate stream")),
+        Err(DecompressionError::InsufficientSpace) => Err(CodecError::Overflow(format!(
+            "deflate stream inflates past its declared {} bytes",
+            out.len()
+        ))),
+        Err(DecompressionError::BadData) => Err("corrupt deflate stream".into()),
     }
 }
 
 /// The first `n` bytes a raw deflate stream inflates to (fewer if it is shorter). `input` may
 /// be only the start of the stream.
-pub fn inflate_prefix(input: &[u8], n: usize, faults: Faults) -> Result<Vec<u8>, Error> {
+pub fn inflate_prefix(input: &[u8], n: usize) -> Result<Vec<u8>, CodecError> {
     let mut state = Box::<DecompressorOxide>::default();
     let mut out = vec![0u8; n];
     let flags = inflate_flags::TINFL_FLAG_USING_NON_WRAPPING_OUTPUT_BUF
@@ -70,14 +60,13 @@ pub fn inflate_prefix(input: &[u8], n: usize, faults: Faults) -> Result<Vec<u8>,
             out.truncate(written);
             Ok(out)
         }
-        _ => Err(faults.corrupt("corrupt deflate stream")),
+        _ => Err("corrupt deflate stream".into()),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::ErrorKind;
 
     #[test]
     fn prefix_of_a_stream() {
@@ -85,10 +74,9 @@ mod tests {
         let mut c = libdeflater::Compressor::new(libdeflater::CompressionLvl::default());
         let mut z = vec![0; c.deflate_compress_bound(data.len())];
         let len = c.deflate_compress(&data, &mut z).unwrap();
-        let f = Faults::both(ErrorKind::BadZip);
-        assert_eq!(inflate_prefix(&z[..len], 100, f).unwrap(), &data[..100]);
-        assert_eq!(inflate_prefix(&z[..len / 2], 100, f).unwrap(), &data[..100]);
-        assert_eq!(inflate_prefix(&z[..len], 60_000, f).unwrap(), data);
-        assert!(inflate_prefix(&[0xff; 64], 10, f).is_err());
+        assert_eq!(inflate_prefix(&z[..len], 100).unwrap(), &data[..100]);
+        assert_eq!(inflate_prefix(&z[..len / 2], 100).unwrap(), &data[..100]);
+        assert_eq!(inflate_prefix(&z[..len], 60_000).unwrap(), data);
+        assert!(inflate_prefix(&[0xff; 64], 10).is_err());
     }
 }

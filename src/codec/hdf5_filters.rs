@@ -1,19 +1,22 @@
 //! The HDF5 filters packread decodes itself: shuffle, Fletcher-32 and LZF. Each is small and
 //! has no maintained Rust crate that decodes into a caller's slice with HDF5's exact rules
 //! (shuffle's trailing bytes, Fletcher-32's legacy byte order, LZF's bounded output).
+use super::CodecError;
 
 /// Undoes HDF5's byte shuffle: input holds byte 0 of every element, then byte 1, ...; bytes
 /// past the last whole element stay where they are.
-pub fn unshuffle(input: &[u8], out: &mut [u8], itemsize: usize) -> Result<(), String> {
+pub fn unshuffle(input: &[u8], out: &mut [u8], itemsize: usize) -> Result<(), CodecError> {
     if input.len() != out.len() {
-        return Err(format!(
+        return Err(CodecError::Corrupt(format!(
             "shuffle: {} bytes in, {} out",
             input.len(),
             out.len()
-        ));
+        )));
     }
     if itemsize == 0 {
-        return Err("shuffle without an element size (filter parameter missing)".into());
+        return Err(CodecError::Params(
+            "shuffle without an element size (filter parameter missing)".into(),
+        ));
     }
     if itemsize == 1 {
         out.copy_from_slice(input);
@@ -66,31 +69,31 @@ pub fn fletcher32(data: &[u8]) -> u32 {
 }
 
 /// Checks the Fletcher-32 trailer of `input` and copies the data before it to `out`.
-pub fn strip_fletcher32(input: &[u8], out: &mut [u8]) -> Result<(), String> {
+pub fn strip_fletcher32(input: &[u8], out: &mut [u8]) -> Result<(), CodecError> {
     let Some(n) = input.len().checked_sub(4) else {
         return Err("chunk too short for its Fletcher-32 checksum".into());
     };
     if out.len() != n {
-        return Err(format!(
+        return Err(CodecError::Corrupt(format!(
             "fletcher32: {n} data bytes, expected {}",
             out.len()
-        ));
+        )));
     }
     let stored = u32::from_le_bytes([input[n], input[n + 1], input[n + 2], input[n + 3]]);
     let sum = fletcher32(&input[..n]);
     // libhdf5 before 1.6.3 wrote the checksum with its bytes swapped; it still accepts both.
     let legacy = u32::from_be_bytes(sum.to_le_bytes());
     if stored != sum && stored != legacy {
-        return Err(format!(
+        return Err(CodecError::Checksum(format!(
             "Fletcher-32 checksum mismatch: stored {stored:08x}, data has {sum:08x}"
-        ));
+        )));
     }
     out.copy_from_slice(&input[..n]);
     Ok(())
 }
 
 /// Decodes an LZF block into exactly `out`.
-pub fn lzf_decompress(input: &[u8], out: &mut [u8]) -> Result<(), String> {
+pub fn lzf_decompress(input: &[u8], out: &mut [u8]) -> Result<(), CodecError> {
     let (mut ip, mut op) = (0usize, 0usize);
     let bad = |what: &str| format!("corrupt LZF stream ({what})");
     while ip < input.len() {
@@ -120,7 +123,7 @@ pub fn lzf_decompress(input: &[u8], out: &mut [u8]) -> Result<(), String> {
                 .checked_sub(back)
                 .ok_or_else(|| bad("reference before the start"))?;
             if op + len > out.len() {
-                return Err(bad("output past the chunk size"));
+                return Err(bad("output past the chunk size").into());
             }
             if back >= len {
                 out.copy_within(from..from + len, op);
@@ -138,10 +141,10 @@ pub fn lzf_decompress(input: &[u8], out: &mut [u8]) -> Result<(), String> {
         }
     }
     if op != out.len() {
-        return Err(format!(
+        return Err(CodecError::Corrupt(format!(
             "LZF stream holds {op} bytes, expected {}",
             out.len()
-        ));
+        )));
     }
     Ok(())
 }
@@ -175,9 +178,10 @@ mod tests {
         strip_fletcher32(&chunk, &mut out).unwrap();
         assert_eq!(&out, b"abcdef");
         chunk[0] ^= 1;
-        assert!(strip_fletcher32(&chunk, &mut out)
-            .unwrap_err()
-            .contains("mismatch"));
+        assert!(matches!(
+            strip_fletcher32(&chunk, &mut out),
+            Err(CodecError::Checksum(m)) if m.contains("mismatch")
+        ));
     }
 
     #[test]

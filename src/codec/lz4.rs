@@ -3,10 +3,11 @@
 //! the block's decoded size). Blocks are decoded by liblz4's `LZ4_decompress_safe` (the
 //! `lz4-sys` crate, the same library c-blosc links), which bounds both its reads and writes.
 
+use super::CodecError;
 use std::ffi::c_char;
 
 /// Decodes one raw LZ4 block into exactly `out`.
-pub fn lz4_block(input: &[u8], out: &mut [u8]) -> Result<(), String> {
+pub fn lz4_block(input: &[u8], out: &mut [u8]) -> Result<(), CodecError> {
     let (Ok(n_in), Ok(n_out)) = (i32::try_from(input.len()), i32::try_from(out.len())) else {
         return Err("lz4: block larger than 2 GiB".into());
     };
@@ -27,11 +28,11 @@ pub fn lz4_block(input: &[u8], out: &mut [u8]) -> Result<(), String> {
         )
     };
     if n != n_out {
-        return Err(if n < 0 {
+        return Err(CodecError::Corrupt(if n < 0 {
             "lz4: corrupt block".to_string()
         } else {
             format!("lz4: block decodes to {n} bytes, expected {n_out}")
-        });
+        }));
     }
     Ok(())
 }
@@ -42,7 +43,7 @@ fn be_u32(b: &[u8], at: usize) -> Option<usize> {
 }
 
 /// Decodes an HDF5 LZ4 chunk into exactly `out`.
-pub fn lz4_hdf5(input: &[u8], out: &mut [u8]) -> Result<(), String> {
+pub fn lz4_hdf5(input: &[u8], out: &mut [u8]) -> Result<(), CodecError> {
     let head = input.get(..12).ok_or_else(|| {
         format!(
             "lz4: {} stored bytes, shorter than the 12-byte header",
@@ -52,10 +53,10 @@ pub fn lz4_hdf5(input: &[u8], out: &mut [u8]) -> Result<(), String> {
     let total = u64::from_be_bytes(head[..8].try_into().expect("8 bytes"));
     let block = be_u32(head, 8).expect("4 bytes");
     if total != out.len() as u64 {
-        return Err(format!(
+        return Err(CodecError::Corrupt(format!(
             "lz4: header says {total} decoded bytes, the chunk holds {}",
             out.len()
-        ));
+        )));
     }
     if block == 0 && !out.is_empty() {
         return Err("lz4: header has block size 0".into());
@@ -81,10 +82,10 @@ pub fn lz4_hdf5(input: &[u8], out: &mut [u8]) -> Result<(), String> {
         at += size;
     }
     if at != input.len() {
-        return Err(format!(
+        return Err(CodecError::Corrupt(format!(
             "lz4: {} stored bytes after the last block",
             input.len() - at
-        ));
+        )));
     }
     Ok(())
 }

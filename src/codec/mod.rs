@@ -10,6 +10,9 @@ mod npy_stream;
 mod transpose;
 mod zstd;
 
+#[cfg(test)]
+mod proptests;
+
 use std::sync::Arc;
 
 pub use bitshuffle::{bitshuffle_decode, bitunshuffle_block_with, BitshuffleInner, Kernel};
@@ -24,6 +27,47 @@ pub use transpose::fortran_to_c;
 pub use zstd::zstd_decompress;
 
 use crate::error::{Error, ErrorKind};
+
+/// Why stored bytes did not decode. Codecs know nothing of files or formats; each format
+/// turns these into its own error kind in one place ([`Faults::error`]), and the binding turns
+/// that kind into a Python exception in one place (`py::errors`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CodecError {
+    /// Not a valid stream of the codec, or one that decodes to the wrong size.
+    Corrupt(String),
+    /// A stream that would decode past the size it declares (a decompression bomb).
+    Overflow(String),
+    /// A checksum (CRC-32, Fletcher-32) that does not match the bytes.
+    Checksum(String),
+    /// Filter parameters that make no sense (an item size of 0, a block size that is not a
+    /// multiple of 8).
+    Params(String),
+}
+
+impl std::fmt::Display for CodecError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CodecError::Corrupt(m)
+            | CodecError::Overflow(m)
+            | CodecError::Checksum(m)
+            | CodecError::Params(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for CodecError {}
+
+impl From<String> for CodecError {
+    fn from(msg: String) -> Self {
+        CodecError::Corrupt(msg)
+    }
+}
+
+impl From<&str> for CodecError {
+    fn from(msg: &str) -> Self {
+        CodecError::Corrupt(msg.to_string())
+    }
+}
 
 /// Which error kinds a format reports decoding failures as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +89,15 @@ impl Faults {
     pub(crate) fn corrupt(&self, msg: impl Into<String>) -> Error {
         Error::new(self.corrupt, "", msg)
     }
+
+    /// The one place a codec's error becomes a format's error: a bomb is `overflow`, anything
+    /// else `corrupt` (the file's bytes are bad, whatever the detail).
+    pub fn error(&self, e: CodecError) -> Error {
+        match e {
+            CodecError::Overflow(m) => Error::new(self.overflow, "", m),
+            other => Error::new(self.corrupt, "", other.to_string()),
+        }
+    }
 }
 
 /// One decoding step: a transform producing new bytes, or a check of the bytes so far.
@@ -54,6 +107,9 @@ pub enum Step {
     Inflate(Wrapper),
     /// Verifies the CRC-32 of the bytes so far.
     Crc32(u32),
+    /// Verifies a CRC-32 that covers bytes before these (`prefix`: the CRC-32 of those, such
+    /// as an `.npy` member's header, read earlier) and then the bytes so far.
+    Crc32After { prefix: u32, want: u32 },
     /// Turns a whole NPY stream (header + data) into the C-order data, checking the header
     /// against what the reader expects.
     NpyStream(Arc<NpyExpect>),
@@ -90,7 +146,7 @@ pub enum Step {
 
 impl Step {
     fn is_check(&self) -> bool {
-        matches!(self, Step::Crc32(_))
+        matches!(self, Step::Crc32(_) | Step::Crc32After { .. })
     }
 
     /// Length this transform produces from `input_len` bytes; `size_hint` is the decoded
@@ -109,50 +165,59 @@ impl Step {
 
     fn apply(&self, input: &[u8], out: &mut [u8], faults: Faults) -> Result<(), Error> {
         match self {
-            Step::Inflate(wrapper) => inflate(input, out, *wrapper, faults),
+            Step::Inflate(wrapper) => inflate(input, out, *wrapper).map_err(|e| faults.error(e)),
             Step::NpyStream(expect) => npy_stream_to_c(input, out, expect),
             Step::FortranToC { shape, itemsize } => {
-                fortran_to_c(input, out, shape, *itemsize).map_err(|m| faults.corrupt(m))
+                fortran_to_c(input, out, shape, *itemsize).map_err(|e| faults.error(e))
             }
-            Step::Fletcher32 => strip_fletcher32(input, out).map_err(|m| faults.corrupt(m)),
+            Step::Fletcher32 => strip_fletcher32(input, out).map_err(|e| faults.error(e)),
             Step::Unshuffle { itemsize } => {
-                unshuffle(input, out, *itemsize).map_err(|m| faults.corrupt(m))
+                unshuffle(input, out, *itemsize).map_err(|e| faults.error(e))
             }
-            Step::Lzf => lzf_decompress(input, out).map_err(|m| faults.corrupt(m)),
-            Step::Blosc => blosc_decompress(input, out).map_err(|m| faults.corrupt(m)),
-            Step::Blosc2 => blosc2_frame_decompress(input, out).map_err(|m| faults.corrupt(m)),
-            Step::Zstd => zstd_decompress(input, out).map_err(|m| faults.corrupt(m)),
-            Step::Lz4 => lz4_hdf5(input, out).map_err(|m| faults.corrupt(m)),
+            Step::Lzf => lzf_decompress(input, out).map_err(|e| faults.error(e)),
+            Step::Blosc => blosc_decompress(input, out).map_err(|e| faults.error(e)),
+            Step::Blosc2 => blosc2_frame_decompress(input, out).map_err(|e| faults.error(e)),
+            Step::Zstd => zstd_decompress(input, out).map_err(|e| faults.error(e)),
+            Step::Lz4 => lz4_hdf5(input, out).map_err(|e| faults.error(e)),
             Step::Bitshuffle {
                 itemsize,
                 block,
                 inner,
             } => BITSHUFFLE_TMP.with(|tmp| {
                 bitshuffle_decode(input, out, *itemsize, *block, *inner, &mut tmp.borrow_mut())
-                    .map_err(|m| faults.corrupt(m))
+                    .map_err(|e| faults.error(e))
             }),
             Step::Fill(pattern) => {
                 fill(out, pattern);
                 Ok(())
             }
-            Step::Crc32(_) => unreachable!("checks are not transforms"),
+            Step::Crc32(_) | Step::Crc32After { .. } => {
+                unreachable!("checks are not transforms")
+            }
         }
     }
 
     fn check(&self, bytes: &[u8], faults: Faults) -> Result<(), Error> {
-        match self {
-            Step::Crc32(want) => {
-                let got = libdeflater::crc32(bytes);
-                if got != *want {
-                    return Err(faults.corrupt(format!(
-                        "CRC-32 mismatch: stored {want:08x}, data has {got:08x}"
-                    )));
-                }
-                Ok(())
-            }
+        let (prefix, want) = match self {
+            Step::Crc32(want) => (0, *want),
+            Step::Crc32After { prefix, want } => (*prefix, *want),
             _ => unreachable!("transforms are not checks"),
+        };
+        let got = crc32_after(prefix, bytes);
+        if got != want {
+            return Err(faults.error(CodecError::Checksum(format!(
+                "CRC-32 mismatch: stored {want:08x}, data has {got:08x}"
+            ))));
         }
+        Ok(())
     }
+}
+
+/// The CRC-32 of `prefix`'s bytes followed by `bytes`, given `prefix` = the CRC-32 of the
+/// former (0 for none).
+pub fn crc32_after(prefix: u32, bytes: &[u8]) -> u32 {
+    // SAFETY: libdeflate reads exactly `bytes.len()` bytes from a live slice.
+    unsafe { libdeflate_sys::libdeflate_crc32(prefix, bytes.as_ptr().cast(), bytes.len()) }
 }
 
 thread_local! {

@@ -4,7 +4,7 @@
 
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind};
-use crate::npy::{parse_header, Limits};
+use crate::npy_header::{parse_header, Limits};
 
 use super::fortran_to_c;
 
@@ -50,7 +50,7 @@ pub fn npy_stream_to_c(input: &[u8], out: &mut [u8], expect: &NpyExpect) -> Resu
     }
     if header.needs_transpose() && !expect.keep_layout {
         fortran_to_c(data, out, &header.shape, header.dtype.itemsize())
-            .map_err(|m| Error::new(ErrorKind::NpyFormat, "", m))
+            .map_err(|e| Error::new(ErrorKind::NpyFormat, "", e.to_string()))
     } else {
         out.copy_from_slice(data);
         Ok(())

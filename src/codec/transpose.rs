@@ -1,4 +1,5 @@
 //! Fortran-order to C-order reordering for N-d arrays of fixed-size items.
+use super::CodecError;
 
 /// `input` holds an array of logical `shape` in Fortran order; writes it to `out` in C order.
 pub fn fortran_to_c(
@@ -6,15 +7,15 @@ pub fn fortran_to_c(
     out: &mut [u8],
     shape: &[usize],
     itemsize: usize,
-) -> Result<(), String> {
+) -> Result<(), CodecError> {
     let count: usize = shape.iter().product();
     let total = count * itemsize;
     if input.len() != total || out.len() != total {
-        return Err(format!(
+        return Err(CodecError::Corrupt(format!(
             "expected {total} bytes for shape {shape:?}, found {} in and {} out",
             input.len(),
             out.len()
-        ));
+        )));
     }
     if count == 0 {
         return Ok(());

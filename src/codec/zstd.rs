@@ -3,6 +3,7 @@
 //! frame without a content size (some writers stream) decodes the same way, and one that
 //! would produce more or fewer bytes is an error.
 
+use super::CodecError;
 use std::cell::RefCell;
 
 use zstd::zstd_safe::{get_error_name, DCtx};
@@ -14,15 +15,15 @@ thread_local! {
 }
 
 /// Decodes the zstd frame(s) `input` into exactly `out`.
-pub fn zstd_decompress(input: &[u8], out: &mut [u8]) -> Result<(), String> {
+pub fn zstd_decompress(input: &[u8], out: &mut [u8]) -> Result<(), CodecError> {
     let n = DCTX
         .with(|d| d.borrow_mut().decompress(out, input))
         .map_err(|code| format!("zstd: {}", get_error_name(code)))?;
     if n != out.len() {
-        return Err(format!(
+        return Err(CodecError::Corrupt(format!(
             "zstd: frame holds {n} bytes, expected {}",
             out.len()
-        ));
+        )));
     }
     Ok(())
 }

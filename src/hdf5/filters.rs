@@ -11,12 +11,14 @@ use hdf5_sys::h5::{H5allocate_memory, H5free_memory};
 use hdf5_sys::h5z::{H5Z_class2_t, H5Zregister, H5Z_CLASS_T_VERS, H5Z_FLAG_REVERSE};
 
 use super::meta::{FILTER_BLOSC, FILTER_BLOSC2};
-use crate::codec::{blosc2_frame_decompress, blosc2_frame_size, blosc_decompress, BloscHeader};
+use crate::codec::{
+    blosc2_frame_decompress, blosc2_frame_size, blosc_decompress, BloscHeader, CodecError,
+};
 
 /// A decoder: the decoded size of a stored chunk, and the decode itself into exactly that.
 struct Decoder {
-    size: fn(&[u8]) -> Result<usize, String>,
-    decode: fn(&[u8], &mut [u8]) -> Result<(), String>,
+    size: fn(&[u8]) -> Result<usize, CodecError>,
+    decode: fn(&[u8], &mut [u8]) -> Result<(), CodecError>,
 }
 
 const BLOSC: Decoder = Decoder {
@@ -49,25 +51,33 @@ unsafe fn run(
     if flags & H5Z_FLAG_REVERSE == 0 {
         return 0; // packread only reads
     }
-    let input = std::slice::from_raw_parts((*buf).cast::<u8>(), nbytes);
+    // SAFETY: libhdf5 hands the filter `*buf`, `nbytes` readable bytes it allocated (the
+    // caller's contract); nothing else touches them during the call.
+    let input = unsafe { std::slice::from_raw_parts((*buf).cast::<u8>(), nbytes) };
     let Ok(size) = (d.size)(input) else { return 0 };
     if size == 0 || size > MAX_CHUNK {
         return 0;
     }
-    let out = H5allocate_memory(size, 0).cast::<u8>();
+    // SAFETY: libhdf5's allocator, as a filter must use for the buffer it returns.
+    let out = unsafe { H5allocate_memory(size, 0) }.cast::<u8>();
     if out.is_null() {
         return 0;
     }
     let decoded = catch_unwind(AssertUnwindSafe(|| {
-        (d.decode)(input, std::slice::from_raw_parts_mut(out, size))
+        // SAFETY: `out` was just allocated with `size` bytes and is ours alone.
+        (d.decode)(input, unsafe { std::slice::from_raw_parts_mut(out, size) })
     }));
-    if !matches!(decoded, Ok(Ok(()))) {
-        H5free_memory(out.cast());
-        return 0;
+    // SAFETY: `out` came from `H5allocate_memory` and is freed once, on failure; on success
+    // the old `*buf` (libhdf5's, per the contract) is freed and replaced, as libhdf5 expects.
+    unsafe {
+        if !matches!(decoded, Ok(Ok(()))) {
+            H5free_memory(out.cast());
+            return 0;
+        }
+        H5free_memory(*buf);
+        *buf = out.cast();
+        *buf_size = size;
     }
-    H5free_memory(*buf);
-    *buf = out.cast();
-    *buf_size = size;
     size
 }
 

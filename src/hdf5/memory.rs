@@ -70,8 +70,10 @@ pub struct Image {
     _bytes: Arc<[u8]>,
 }
 
-// SAFETY: read-only bytes owned through an `Arc`.
+// SAFETY: `ptr` points into `_bytes`, read-only bytes owned through an `Arc`: moving the
+// owner to another thread moves nothing they point at.
 unsafe impl Send for Image {}
+// SAFETY: as for `Send`: the bytes are never written, so shared access from threads is a read.
 unsafe impl Sync for Image {}
 
 extern "C" fn image_malloc(
@@ -130,55 +132,58 @@ extern "C" fn udata_free(_udata: *mut c_void) -> i32 {
 /// The caller holds the HDF5 lock, and keeps the returned `Image` alive (at the same address)
 /// until the returned file id is closed.
 pub unsafe fn open_image(name: &str, bytes: Arc<[u8]>) -> Result<(hid_t, Box<Image>)> {
-    let fail = |what: &str| {
-        Error::new(
-            ErrorKind::Hdf5,
-            name,
-            format!("cannot open as HDF5: {what}"),
-        )
-    };
-    if bytes.is_empty() {
-        return Err(fail("no bytes"));
+    // SAFETY: the caller's contract (see `# Safety`): valid libhdf5 ids, its lock held.
+    unsafe {
+        let fail = |what: &str| {
+            Error::new(
+                ErrorKind::Hdf5,
+                name,
+                format!("cannot open as HDF5: {what}"),
+            )
+        };
+        if bytes.is_empty() {
+            return Err(fail("no bytes"));
+        }
+        let image = Box::new(Image {
+            ptr: bytes.as_ptr(),
+            len: bytes.len(),
+            _bytes: bytes,
+        });
+        let fapl = H5Pcreate(*hdf5_sys::h5p::H5P_CLS_FILE_ACCESS);
+        if fapl < 0 {
+            return Err(fail("cannot create file access properties"));
+        }
+        let udata = (&*image as *const Image).cast_mut().cast::<c_void>();
+        let mut callbacks = H5FD_file_image_callbacks_t {
+            image_malloc: Some(image_malloc),
+            image_memcpy: Some(image_memcpy),
+            image_realloc: Some(image_realloc),
+            image_free: Some(image_free),
+            udata_copy: Some(udata_copy),
+            udata_free: Some(udata_free),
+            udata,
+        };
+        // libhdf5 tells open files apart by this name: one of its own per image, so the same file
+        // can be open from disk and from memory at once.
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let cname = CString::new(format!("packread-memory-image-{}-{n}", std::process::id()))
+            .expect("no NUL");
+        let ok = H5Pset_fapl_core(fapl, 1 << 16, 0) >= 0
+            && H5Pset_file_image_callbacks(fapl, &mut callbacks) >= 0
+            && H5Pset_file_image(fapl, image.ptr.cast_mut().cast(), image.len) >= 0;
+        let file = if ok {
+            H5Fopen(cname.as_ptr(), H5F_ACC_RDONLY, fapl)
+        } else {
+            -1
+        };
+        H5Pclose(fapl);
+        if file < 0 {
+            let why = hdf5_metno::Error::query()
+                .map(|e| e.to_string())
+                .unwrap_or_else(|_| "not an HDF5 file".into());
+            return Err(fail(&why));
+        }
+        Ok((file, image))
     }
-    let image = Box::new(Image {
-        ptr: bytes.as_ptr(),
-        len: bytes.len(),
-        _bytes: bytes,
-    });
-    let fapl = H5Pcreate(*hdf5_sys::h5p::H5P_CLS_FILE_ACCESS);
-    if fapl < 0 {
-        return Err(fail("cannot create file access properties"));
-    }
-    let udata = (&*image as *const Image).cast_mut().cast::<c_void>();
-    let mut callbacks = H5FD_file_image_callbacks_t {
-        image_malloc: Some(image_malloc),
-        image_memcpy: Some(image_memcpy),
-        image_realloc: Some(image_realloc),
-        image_free: Some(image_free),
-        udata_copy: Some(udata_copy),
-        udata_free: Some(udata_free),
-        udata,
-    };
-    // libhdf5 tells open files apart by this name: one of its own per image, so the same file
-    // can be open from disk and from memory at once.
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let cname =
-        CString::new(format!("packread-memory-image-{}-{n}", std::process::id())).expect("no NUL");
-    let ok = H5Pset_fapl_core(fapl, 1 << 16, 0) >= 0
-        && H5Pset_file_image_callbacks(fapl, &mut callbacks) >= 0
-        && H5Pset_file_image(fapl, image.ptr.cast_mut().cast(), image.len) >= 0;
-    let file = if ok {
-        H5Fopen(cname.as_ptr(), H5F_ACC_RDONLY, fapl)
-    } else {
-        -1
-    };
-    H5Pclose(fapl);
-    if file < 0 {
-        let why = hdf5_metno::Error::query()
-            .map(|e| e.to_string())
-            .unwrap_or_else(|_| "not an HDF5 file".into());
-        return Err(fail(&why));
-    }
-    Ok((file, image))
 }

@@ -146,34 +146,37 @@ fn id(
 /// # Safety
 /// `file` is an open file id and the caller holds the HDF5 lock.
 pub unsafe fn dataset_names(file: hid_t, location: &str) -> Result<Vec<String>> {
-    extern "C" fn visit(
-        _obj: hid_t,
-        name: *const c_char,
-        info: *const H5O_info2_t,
-        data: *mut c_void,
-    ) -> i32 {
-        // SAFETY: libhdf5 passes a valid name and info; `data` is the Vec below.
-        unsafe {
-            if (*info).type_ == H5O_type_t::H5O_TYPE_DATASET {
-                let names = &mut *data.cast::<Vec<String>>();
-                names.push(format!("/{}", CStr::from_ptr(name).to_string_lossy()));
+    // SAFETY: the caller's contract (see `# Safety`): valid libhdf5 ids, its lock held.
+    unsafe {
+        extern "C" fn visit(
+            _obj: hid_t,
+            name: *const c_char,
+            info: *const H5O_info2_t,
+            data: *mut c_void,
+        ) -> i32 {
+            // SAFETY: libhdf5 passes a valid name and info; `data` is the Vec below.
+            unsafe {
+                if (*info).type_ == H5O_type_t::H5O_TYPE_DATASET {
+                    let names = &mut *data.cast::<Vec<String>>();
+                    names.push(format!("/{}", CStr::from_ptr(name).to_string_lossy()));
+                }
             }
+            0
         }
-        0
+        let mut names: Vec<String> = Vec::new();
+        let status = H5Ovisit3(
+            file,
+            H5_index_t::H5_INDEX_NAME,
+            H5_iter_order_t::H5_ITER_INC,
+            Some(visit),
+            (&mut names as *mut Vec<String>).cast(),
+            H5O_INFO_BASIC,
+        );
+        if status < 0 {
+            return Err(h5err(location, "cannot walk the file's groups"));
+        }
+        Ok(names)
     }
-    let mut names: Vec<String> = Vec::new();
-    let status = H5Ovisit3(
-        file,
-        H5_index_t::H5_INDEX_NAME,
-        H5_iter_order_t::H5_ITER_INC,
-        Some(visit),
-        (&mut names as *mut Vec<String>).cast(),
-        H5O_INFO_BASIC,
-    );
-    if status < 0 {
-        return Err(h5err(location, "cannot walk the file's groups"));
-    }
-    Ok(names)
 }
 
 /// What a file says about all its datasets.
@@ -191,34 +194,42 @@ pub struct FileFacts {
 /// # Safety
 /// `file` is an open file id and the caller holds the HDF5 lock.
 pub unsafe fn file_facts(file: hid_t, location: &str) -> Result<FileFacts> {
-    let name = c"PYTABLES_FORMAT_VERSION";
-    let conv =
-        if hdf5_sys::h5a::H5Aexists_by_name(file, c"/".as_ptr(), name.as_ptr(), H5P_DEFAULT) > 0 {
+    // SAFETY: the caller's contract (see `# Safety`): valid libhdf5 ids, its lock held.
+    unsafe {
+        let name = c"PYTABLES_FORMAT_VERSION";
+        let conv = if hdf5_sys::h5a::H5Aexists_by_name(
+            file,
+            c"/".as_ptr(),
+            name.as_ptr(),
+            H5P_DEFAULT,
+        ) > 0
+        {
             Conventions::PyTables
         } else {
             Conventions::H5py
         };
-    let fcpl = id(
-        hdf5_sys::h5f::H5Fget_create_plist(file),
-        H5Pclose,
-        location,
-        "file creation properties",
-    )?;
-    let (mut sa, mut ss) = (0usize, 0usize);
-    if hdf5_sys::h5p::H5Pget_sizes(fcpl.0, &mut sa, &mut ss) < 0
-        || !(2..=8).contains(&sa)
-        || !(2..=8).contains(&ss)
-    {
-        return Err(h5err(
+        let fcpl = id(
+            hdf5_sys::h5f::H5Fget_create_plist(file),
+            H5Pclose,
             location,
-            "cannot read the file's address and length sizes",
-        ));
+            "file creation properties",
+        )?;
+        let (mut sa, mut ss) = (0usize, 0usize);
+        if hdf5_sys::h5p::H5Pget_sizes(fcpl.0, &mut sa, &mut ss) < 0
+            || !(2..=8).contains(&sa)
+            || !(2..=8).contains(&ss)
+        {
+            return Err(h5err(
+                location,
+                "cannot read the file's address and length sizes",
+            ));
+        }
+        Ok(FileFacts {
+            conv,
+            sizeof_addr: sa,
+            sizeof_size: ss,
+        })
     }
-    Ok(FileFacts {
-        conv,
-        sizeof_addr: sa,
-        sizeof_size: ss,
-    })
 }
 
 /// Reads a dataset's metadata. `file_len` bounds every address.
@@ -232,96 +243,99 @@ pub unsafe fn dataset_meta(
     file_len: u64,
     facts: FileFacts,
 ) -> Result<DatasetMeta> {
-    let at = format!("{location}:{name}");
-    let space = id(H5Dget_space(ds), H5Sclose, &at, "dataspace")?;
-    let ndims = H5Sget_simple_extent_ndims(space.0);
-    if ndims < 0 {
-        return Err(h5err(&at, "cannot read the dataset's rank"));
-    }
-    let mut dims = vec![0 as hsize_t; ndims as usize];
-    H5Sget_simple_extent_dims(space.0, dims.as_mut_ptr(), std::ptr::null_mut());
-    let shape: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
-
-    let ftype = id(H5Dget_type(ds), H5Tclose, &at, "datatype")?;
-    let vlen = vlen_of(ftype.0, facts, ds);
-    let (dtype, dtype_problem, itemsize) = match &vlen {
-        // Variable-length data: the dataset's own elements are the heap IDs.
-        Some(Ok(v)) => (
-            DType::from_descr(Literal::Str(format!("|V{}", v.id_bytes))).ok(),
-            None,
-            v.id_bytes,
-        ),
-        Some(Err(problem)) => (None, Some(problem.clone()), 0),
-        None => {
-            let (dtype, problem) = match descr_of(ftype.0, facts.conv) {
-                Ok(descr) => match DType::from_descr(descr) {
-                    Ok(d) => (Some(d), None),
-                    Err(e) => (None, Some(format!("{e:?}"))),
-                },
-                Err(problem) => (None, Some(problem)),
-            };
-            (dtype, problem, hdf5_sys::h5t::H5Tget_size(ftype.0))
+    // SAFETY: the caller's contract (see `# Safety`): valid libhdf5 ids, its lock held.
+    unsafe {
+        let at = format!("{location}:{name}");
+        let space = id(H5Dget_space(ds), H5Sclose, &at, "dataspace")?;
+        let ndims = H5Sget_simple_extent_ndims(space.0);
+        if ndims < 0 {
+            return Err(h5err(&at, "cannot read the dataset's rank"));
         }
-    };
-    let vlen = vlen.and_then(|v| v.ok());
+        let mut dims = vec![0 as hsize_t; ndims as usize];
+        H5Sget_simple_extent_dims(space.0, dims.as_mut_ptr(), std::ptr::null_mut());
+        let shape: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
 
-    let dcpl = id(
-        H5Dget_create_plist(ds),
-        H5Pclose,
-        &at,
-        "creation properties",
-    )?;
-    let filters = filters(dcpl.0, &at)?;
-    let fill = if vlen.is_some() {
-        // A never-written element is an empty sequence (length 0).
-        vec![0u8; itemsize]
-    } else {
-        fill_value(dcpl.0, ftype.0, itemsize, &at)?
-    };
-    let layout = match H5Pget_layout(dcpl.0) {
-        _ if H5Pget_external_count(dcpl.0) > 0 => Layout::Other("external storage".into()),
-        H5D_layout_t::H5D_CONTIGUOUS => {
-            let mut status = H5D_space_status_t::H5D_SPACE_STATUS_ERROR;
-            let allocated = H5Dget_space_status(ds, &mut status) >= 0
-                && status != H5D_space_status_t::H5D_SPACE_STATUS_NOT_ALLOCATED;
-            // With a user block, libhdf5 adds its size even to the "undefined" address, so
-            // allocation is asked about, not inferred from the address.
-            let addr = H5Dget_offset(ds);
-            if !allocated || addr == haddr_t::MAX {
-                Layout::Contiguous { addr: None }
-            } else {
-                let bytes = shape
-                    .iter()
-                    .try_fold(itemsize as u64, |a, &d| a.checked_mul(d as u64));
-                if bytes
-                    .and_then(|b| b.checked_add(addr))
-                    .is_none_or(|end| end > file_len)
-                {
-                    return Err(h5err(
-                        &at,
-                        format!(
-                            "data at offset {addr} runs past the end of the {file_len}-byte file"
-                        ),
-                    ));
-                }
-                Layout::Contiguous { addr: Some(addr) }
+        let ftype = id(H5Dget_type(ds), H5Tclose, &at, "datatype")?;
+        let vlen = vlen_of(ftype.0, facts, ds);
+        let (dtype, dtype_problem, itemsize) = match &vlen {
+            // Variable-length data: the dataset's own elements are the heap IDs.
+            Some(Ok(v)) => (
+                DType::from_descr(Literal::Str(format!("|V{}", v.id_bytes))).ok(),
+                None,
+                v.id_bytes,
+            ),
+            Some(Err(problem)) => (None, Some(problem.clone()), 0),
+            None => {
+                let (dtype, problem) = match descr_of(ftype.0, facts.conv) {
+                    Ok(descr) => match DType::from_descr(descr) {
+                        Ok(d) => (Some(d), None),
+                        Err(e) => (None, Some(format!("{e:?}"))),
+                    },
+                    Err(problem) => (None, Some(problem)),
+                };
+                (dtype, problem, hdf5_sys::h5t::H5Tget_size(ftype.0))
             }
-        }
-        H5D_layout_t::H5D_CHUNKED => chunked(ds, dcpl.0, &shape, itemsize, &at, file_len)?,
-        H5D_layout_t::H5D_COMPACT => Layout::Other("compact layout".into()),
-        other => Layout::Other(format!("{other:?} layout")),
-    };
-    Ok(DatasetMeta {
-        name: name.to_string(),
-        dtype,
-        dtype_problem,
-        shape,
-        layout,
-        filters,
-        fill,
-        vlen,
-        attrs: attributes(ds, facts.conv),
-    })
+        };
+        let vlen = vlen.and_then(|v| v.ok());
+
+        let dcpl = id(
+            H5Dget_create_plist(ds),
+            H5Pclose,
+            &at,
+            "creation properties",
+        )?;
+        let filters = filters(dcpl.0, &at)?;
+        let fill = if vlen.is_some() {
+            // A never-written element is an empty sequence (length 0).
+            vec![0u8; itemsize]
+        } else {
+            fill_value(dcpl.0, ftype.0, itemsize, &at)?
+        };
+        let layout = match H5Pget_layout(dcpl.0) {
+            _ if H5Pget_external_count(dcpl.0) > 0 => Layout::Other("external storage".into()),
+            H5D_layout_t::H5D_CONTIGUOUS => {
+                let mut status = H5D_space_status_t::H5D_SPACE_STATUS_ERROR;
+                let allocated = H5Dget_space_status(ds, &mut status) >= 0
+                    && status != H5D_space_status_t::H5D_SPACE_STATUS_NOT_ALLOCATED;
+                // With a user block, libhdf5 adds its size even to the "undefined" address, so
+                // allocation is asked about, not inferred from the address.
+                let addr = H5Dget_offset(ds);
+                if !allocated || addr == haddr_t::MAX {
+                    Layout::Contiguous { addr: None }
+                } else {
+                    let bytes = shape
+                        .iter()
+                        .try_fold(itemsize as u64, |a, &d| a.checked_mul(d as u64));
+                    if bytes
+                        .and_then(|b| b.checked_add(addr))
+                        .is_none_or(|end| end > file_len)
+                    {
+                        return Err(h5err(
+                            &at,
+                            format!(
+                                "data at offset {addr} runs past the end of the {file_len}-byte file"
+                            ),
+                        ));
+                    }
+                    Layout::Contiguous { addr: Some(addr) }
+                }
+            }
+            H5D_layout_t::H5D_CHUNKED => chunked(ds, dcpl.0, &shape, itemsize, &at, file_len)?,
+            H5D_layout_t::H5D_COMPACT => Layout::Other("compact layout".into()),
+            other => Layout::Other(format!("{other:?} layout")),
+        };
+        Ok(DatasetMeta {
+            name: name.to_string(),
+            dtype,
+            dtype_problem,
+            shape,
+            layout,
+            filters,
+            fill,
+            vlen,
+            attrs: attributes(ds, facts.conv),
+        })
+    }
 }
 
 /// The variable-length description of `ftype`: `None` if it is not variable-length,
@@ -331,161 +345,173 @@ unsafe fn vlen_of(
     facts: FileFacts,
     ds: hid_t,
 ) -> Option<std::result::Result<Vlen, String>> {
-    use hdf5_sys::h5t::{
-        H5T_class_t, H5Tget_array_dims2, H5Tget_array_ndims, H5Tget_class, H5Tget_super,
-        H5Tis_variable_str,
-    };
-    let class = H5Tget_class(ftype);
-    let string = class == H5T_class_t::H5T_STRING && H5Tis_variable_str(ftype) > 0;
-    if class != H5T_class_t::H5T_VLEN && !string {
-        return None;
-    }
-    let id_bytes = 4 + facts.sizeof_addr + 4;
-    let make = |base: &str, elem_shape: Vec<usize>, kind| {
-        DType::from_descr(Literal::Str(base.into()))
-            .map(|base| Vlen {
-                base,
-                elem_shape,
-                kind,
-                id_bytes,
-                sizeof_addr: facts.sizeof_addr,
-                sizeof_size: facts.sizeof_size,
-            })
-            .map_err(|e| format!("{e:?}"))
-    };
-    if string {
-        return Some(make("|u1", vec![], VlenKind::Bytes));
-    }
-    let base = H5Tget_super(ftype);
-    if base < 0 {
-        return Some(Err("cannot read the variable-length base type".into()));
-    }
-    let base = Id(base, H5Tclose);
-    // An array base type (a PyTables atom with a shape): each element is that array.
-    let (elem, elem_shape) = if H5Tget_class(base.0) == H5T_class_t::H5T_ARRAY {
-        let n = H5Tget_array_ndims(base.0);
-        if !(1..=32).contains(&n) {
-            return Some(Err("variable-length base array has an invalid rank".into()));
+    // SAFETY: the caller's contract (see `# Safety`): valid libhdf5 ids, its lock held.
+    unsafe {
+        use hdf5_sys::h5t::{
+            H5T_class_t, H5Tget_array_dims2, H5Tget_array_ndims, H5Tget_class, H5Tget_super,
+            H5Tis_variable_str,
+        };
+        let class = H5Tget_class(ftype);
+        let string = class == H5T_class_t::H5T_STRING && H5Tis_variable_str(ftype) > 0;
+        if class != H5T_class_t::H5T_VLEN && !string {
+            return None;
         }
-        let mut dims = vec![0u64; n as usize];
-        H5Tget_array_dims2(base.0, dims.as_mut_ptr());
-        let inner = H5Tget_super(base.0);
-        if inner < 0 {
+        let id_bytes = 4 + facts.sizeof_addr + 4;
+        let make = |base: &str, elem_shape: Vec<usize>, kind| {
+            DType::from_descr(Literal::Str(base.into()))
+                .map(|base| Vlen {
+                    base,
+                    elem_shape,
+                    kind,
+                    id_bytes,
+                    sizeof_addr: facts.sizeof_addr,
+                    sizeof_size: facts.sizeof_size,
+                })
+                .map_err(|e| format!("{e:?}"))
+        };
+        if string {
+            return Some(make("|u1", vec![], VlenKind::Bytes));
+        }
+        let base = H5Tget_super(ftype);
+        if base < 0 {
             return Some(Err("cannot read the variable-length base type".into()));
         }
-        (
-            Id(inner, H5Tclose),
-            dims.iter().map(|&d| d as usize).collect(),
-        )
-    } else {
-        (Id(hdf5_sys::h5t::H5Tcopy(base.0), H5Tclose), vec![])
-    };
-    if H5Tget_class(elem.0) == H5T_class_t::H5T_VLEN || H5Tis_variable_str(elem.0) > 0 {
-        return Some(Err("nested variable-length data is not supported".into()));
+        let base = Id(base, H5Tclose);
+        // An array base type (a PyTables atom with a shape): each element is that array.
+        let (elem, elem_shape) = if H5Tget_class(base.0) == H5T_class_t::H5T_ARRAY {
+            let n = H5Tget_array_ndims(base.0);
+            if !(1..=32).contains(&n) {
+                return Some(Err("variable-length base array has an invalid rank".into()));
+            }
+            let mut dims = vec![0u64; n as usize];
+            H5Tget_array_dims2(base.0, dims.as_mut_ptr());
+            let inner = H5Tget_super(base.0);
+            if inner < 0 {
+                return Some(Err("cannot read the variable-length base type".into()));
+            }
+            (
+                Id(inner, H5Tclose),
+                dims.iter().map(|&d| d as usize).collect(),
+            )
+        } else {
+            (Id(hdf5_sys::h5t::H5Tcopy(base.0), H5Tclose), vec![])
+        };
+        if H5Tget_class(elem.0) == H5T_class_t::H5T_VLEN || H5Tis_variable_str(elem.0) > 0 {
+            return Some(Err("nested variable-length data is not supported".into()));
+        }
+        let descr = match descr_of(elem.0, facts.conv) {
+            Ok(Literal::Str(s)) => s,
+            Ok(_) => {
+                return Some(Err(
+                    "variable-length sequences of records are not supported".into(),
+                ))
+            }
+            Err(e) => return Some(Err(format!("variable-length base type: {e}"))),
+        };
+        let pseudo = pytables_pseudo_atom(ds);
+        let kind = match pseudo.as_deref() {
+            Some("vlstring") => VlenKind::Bytes,
+            Some("vlunicode") => VlenKind::Unicode,
+            Some("object") => {
+                return Some(Err(
+                    "PyTables ObjectAtom rows are pickles; packread never unpickles".into(),
+                ))
+            }
+            _ => VlenKind::Array,
+        };
+        Some(make(&descr, elem_shape, kind))
     }
-    let descr = match descr_of(elem.0, facts.conv) {
-        Ok(Literal::Str(s)) => s,
-        Ok(_) => {
-            return Some(Err(
-                "variable-length sequences of records are not supported".into(),
-            ))
-        }
-        Err(e) => return Some(Err(format!("variable-length base type: {e}"))),
-    };
-    let pseudo = pytables_pseudo_atom(ds);
-    let kind = match pseudo.as_deref() {
-        Some("vlstring") => VlenKind::Bytes,
-        Some("vlunicode") => VlenKind::Unicode,
-        Some("object") => {
-            return Some(Err(
-                "PyTables ObjectAtom rows are pickles; packread never unpickles".into(),
-            ))
-        }
-        _ => VlenKind::Array,
-    };
-    Some(make(&descr, elem_shape, kind))
 }
 
 /// PyTables' `PSEUDOATOM` attribute of a VLArray (`vlstring`, `vlunicode`, `object`).
 unsafe fn pytables_pseudo_atom(ds: hid_t) -> Option<String> {
-    use hdf5_sys::h5a::{H5Aclose, H5Aexists, H5Aget_type, H5Aopen, H5Aread};
-    use hdf5_sys::h5t::{H5Tget_size, H5Tis_variable_str};
-    let name = c"PSEUDOATOM";
-    if H5Aexists(ds, name.as_ptr()) <= 0 {
-        return None;
+    // SAFETY: the caller's contract (see `# Safety`): valid libhdf5 ids, its lock held.
+    unsafe {
+        use hdf5_sys::h5a::{H5Aclose, H5Aexists, H5Aget_type, H5Aopen, H5Aread};
+        use hdf5_sys::h5t::{H5Tget_size, H5Tis_variable_str};
+        let name = c"PSEUDOATOM";
+        if H5Aexists(ds, name.as_ptr()) <= 0 {
+            return None;
+        }
+        let attr = H5Aopen(ds, name.as_ptr(), H5P_DEFAULT);
+        if attr < 0 {
+            return None;
+        }
+        let attr = Id(attr, H5Aclose);
+        let atype = Id(H5Aget_type(attr.0), H5Tclose);
+        if atype.0 < 0 || H5Tis_variable_str(atype.0) > 0 {
+            return None;
+        }
+        let size = H5Tget_size(atype.0);
+        if size == 0 || size > 64 {
+            return None;
+        }
+        let mut buf = vec![0u8; size];
+        if H5Aread(attr.0, atype.0, buf.as_mut_ptr().cast()) < 0 {
+            return None;
+        }
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(size);
+        Some(String::from_utf8_lossy(&buf[..end]).into_owned())
     }
-    let attr = H5Aopen(ds, name.as_ptr(), H5P_DEFAULT);
-    if attr < 0 {
-        return None;
-    }
-    let attr = Id(attr, H5Aclose);
-    let atype = Id(H5Aget_type(attr.0), H5Tclose);
-    if atype.0 < 0 || H5Tis_variable_str(atype.0) > 0 {
-        return None;
-    }
-    let size = H5Tget_size(atype.0);
-    if size == 0 || size > 64 {
-        return None;
-    }
-    let mut buf = vec![0u8; size];
-    if H5Aread(attr.0, atype.0, buf.as_mut_ptr().cast()) < 0 {
-        return None;
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(size);
-    Some(String::from_utf8_lossy(&buf[..end]).into_owned())
 }
 
 unsafe fn filters(dcpl: hid_t, at: &str) -> Result<Vec<Filter>> {
-    let n = H5Pget_nfilters(dcpl);
-    if n < 0 {
-        return Err(h5err(at, "cannot read the filter pipeline"));
-    }
-    let mut out = Vec::with_capacity(n as usize);
-    for i in 0..n as c_uint {
-        let mut flags: c_uint = 0;
-        let mut nparams: usize = 16;
-        let mut params = [0 as c_uint; 16];
-        let mut name = [0 as c_char; 64];
-        let mut config: c_uint = 0;
-        let fid = H5Pget_filter2(
-            dcpl,
-            i,
-            &mut flags,
-            &mut nparams,
-            params.as_mut_ptr(),
-            name.len(),
-            name.as_mut_ptr(),
-            &mut config,
-        );
-        if fid < 0 {
-            return Err(h5err(at, format!("cannot read filter {i}")));
+    // SAFETY: the caller's contract (see `# Safety`): valid libhdf5 ids, its lock held.
+    unsafe {
+        let n = H5Pget_nfilters(dcpl);
+        if n < 0 {
+            return Err(h5err(at, "cannot read the filter pipeline"));
         }
-        let fid = fid as u32;
-        out.push(Filter {
-            id: fid,
-            name: CStr::from_ptr(name.as_ptr()).to_string_lossy().into_owned(),
-            params: params[..nparams.min(16)].to_vec(),
-            available: H5Zfilter_avail(fid as c_int) > 0,
-        });
+        let mut out = Vec::with_capacity(n as usize);
+        for i in 0..n as c_uint {
+            let mut flags: c_uint = 0;
+            let mut nparams: usize = 16;
+            let mut params = [0 as c_uint; 16];
+            let mut name = [0 as c_char; 64];
+            let mut config: c_uint = 0;
+            let fid = H5Pget_filter2(
+                dcpl,
+                i,
+                &mut flags,
+                &mut nparams,
+                params.as_mut_ptr(),
+                name.len(),
+                name.as_mut_ptr(),
+                &mut config,
+            );
+            if fid < 0 {
+                return Err(h5err(at, format!("cannot read filter {i}")));
+            }
+            let fid = fid as u32;
+            out.push(Filter {
+                id: fid,
+                name: CStr::from_ptr(name.as_ptr()).to_string_lossy().into_owned(),
+                params: params[..nparams.min(16)].to_vec(),
+                available: H5Zfilter_avail(fid as c_int) > 0,
+            });
+        }
+        Ok(out)
     }
-    Ok(out)
 }
 
 unsafe fn fill_value(dcpl: hid_t, ftype: hid_t, itemsize: usize, at: &str) -> Result<Vec<u8>> {
-    let mut status = H5D_fill_value_t::H5D_FILL_VALUE_DEFAULT;
-    let mut fill = vec![0u8; itemsize];
-    // Never-written data with fill time "never" reads as zeros through h5py.
-    let mut time = H5D_fill_time_t::H5D_FILL_TIME_IFSET;
-    if H5Pget_fill_time(dcpl, &mut time) >= 0 && time == H5D_fill_time_t::H5D_FILL_TIME_NEVER {
-        return Ok(fill);
+    // SAFETY: the caller's contract (see `# Safety`): valid libhdf5 ids, its lock held.
+    unsafe {
+        let mut status = H5D_fill_value_t::H5D_FILL_VALUE_DEFAULT;
+        let mut fill = vec![0u8; itemsize];
+        // Never-written data with fill time "never" reads as zeros through h5py.
+        let mut time = H5D_fill_time_t::H5D_FILL_TIME_IFSET;
+        if H5Pget_fill_time(dcpl, &mut time) >= 0 && time == H5D_fill_time_t::H5D_FILL_TIME_NEVER {
+            return Ok(fill);
+        }
+        if H5Pfill_value_defined(dcpl, &mut status) >= 0
+            && status == H5D_fill_value_t::H5D_FILL_VALUE_USER_DEFINED
+            && H5Pget_fill_value(dcpl, ftype, fill.as_mut_ptr().cast()) < 0
+        {
+            return Err(h5err(at, "cannot read the fill value"));
+        }
+        Ok(fill)
     }
-    if H5Pfill_value_defined(dcpl, &mut status) >= 0
-        && status == H5D_fill_value_t::H5D_FILL_VALUE_USER_DEFINED
-        && H5Pget_fill_value(dcpl, ftype, fill.as_mut_ptr().cast()) < 0
-    {
-        return Err(h5err(at, "cannot read the fill value"));
-    }
-    Ok(fill)
 }
 
 struct ChunkVisit {
@@ -503,99 +529,111 @@ unsafe fn chunked(
     at: &str,
     file_len: u64,
 ) -> Result<Layout> {
-    let rank = shape.len();
-    let mut chunk = vec![0 as hsize_t; rank.max(1)];
-    let got = H5Pget_chunk(dcpl, rank as c_int, chunk.as_mut_ptr());
-    if got != rank as c_int {
-        return Err(h5err(
-            at,
-            format!("chunk rank {got} does not match the dataset rank {rank}"),
-        ));
-    }
-    if chunk.iter().take(rank).any(|&c| c == 0) {
-        return Err(h5err(
-            at,
-            format!("chunk shape {chunk:?} has a zero dimension"),
-        ));
-    }
-    let grid: Vec<u64> = shape
-        .iter()
-        .zip(&chunk)
-        .map(|(&d, &c)| (d as u64).div_ceil(c))
-        .collect();
-    let chunk_bytes = chunk
-        .iter()
-        .take(rank)
-        .try_fold(itemsize as u64, |a, &c| a.checked_mul(c));
-    if chunk_bytes.is_none_or(|b| b > (1 << 40)) {
-        return Err(h5err(at, format!("chunk shape {chunk:?} is too large")));
-    }
-    extern "C" fn visit(
-        offset: *const hsize_t,
-        mask: c_uint,
-        addr: haddr_t,
-        size: hsize_t,
-        data: *mut c_void,
-    ) -> c_int {
-        // SAFETY: `data` is the ChunkVisit below; `offset` has one entry per dimension.
-        unsafe {
-            let v = &mut *data.cast::<ChunkVisit>();
-            let coords = std::slice::from_raw_parts(offset, v.chunk.len());
-            let mut linear = 0u64;
-            for ((&o, &c), &g) in coords.iter().zip(&v.chunk).zip(&v.grid) {
-                if o % c != 0 || o / c >= g {
-                    v.problem = Some(format!("chunk at {coords:?} is not on the chunk grid"));
+    // SAFETY: the caller's contract (see `# Safety`): valid libhdf5 ids, its lock held.
+    unsafe {
+        let rank = shape.len();
+        let mut chunk = vec![0 as hsize_t; rank.max(1)];
+        let got = H5Pget_chunk(dcpl, rank as c_int, chunk.as_mut_ptr());
+        if got != rank as c_int {
+            return Err(h5err(
+                at,
+                format!("chunk rank {got} does not match the dataset rank {rank}"),
+            ));
+        }
+        if chunk.iter().take(rank).any(|&c| c == 0) {
+            return Err(h5err(
+                at,
+                format!("chunk shape {chunk:?} has a zero dimension"),
+            ));
+        }
+        let grid: Vec<u64> = shape
+            .iter()
+            .zip(&chunk)
+            .map(|(&d, &c)| (d as u64).div_ceil(c))
+            .collect();
+        let chunk_bytes = chunk
+            .iter()
+            .take(rank)
+            .try_fold(itemsize as u64, |a, &c| a.checked_mul(c));
+        if chunk_bytes.is_none_or(|b| b > (1 << 40)) {
+            return Err(h5err(at, format!("chunk shape {chunk:?} is too large")));
+        }
+        extern "C" fn visit(
+            offset: *const hsize_t,
+            mask: c_uint,
+            addr: haddr_t,
+            size: hsize_t,
+            data: *mut c_void,
+        ) -> c_int {
+            // SAFETY: `data` is the ChunkVisit below; `offset` has one entry per dimension.
+            unsafe {
+                let v = &mut *data.cast::<ChunkVisit>();
+                let coords = std::slice::from_raw_parts(offset, v.chunk.len());
+                let mut linear = 0u64;
+                for ((&o, &c), &g) in coords.iter().zip(&v.chunk).zip(&v.grid) {
+                    if o % c != 0 || o / c >= g {
+                        v.problem = Some(format!("chunk at {coords:?} is not on the chunk grid"));
+                        return -1;
+                    }
+                    linear = linear * g + o / c;
+                }
+                if v.chunks
+                    .insert(linear, ChunkLoc { addr, size, mask })
+                    .is_some()
+                {
+                    // h5py would read one of the two; which is the file's data is unknowable.
+                    v.problem = Some(format!(
+                        "the chunk index holds the chunk at {coords:?} twice"
+                    ));
                     return -1;
                 }
-                linear = linear * g + o / c;
             }
-            v.chunks.insert(linear, ChunkLoc { addr, size, mask });
+            0
         }
-        0
-    }
-    let mut v = ChunkVisit {
-        chunk: chunk[..rank].to_vec(),
-        grid: grid.clone(),
-        chunks: HashMap::new(),
-        problem: None,
-    };
-    if rank > 0 && shape.iter().all(|&d| d > 0) {
-        let status = H5Dchunk_iter(
-            ds,
-            H5P_DEFAULT,
-            Some(visit),
-            (&mut v as *mut ChunkVisit).cast(),
-        );
-        if status < 0 {
+        let mut v = ChunkVisit {
+            chunk: chunk[..rank].to_vec(),
+            grid: grid.clone(),
+            chunks: HashMap::new(),
+            problem: None,
+        };
+        if rank > 0 && shape.iter().all(|&d| d > 0) {
+            let status = H5Dchunk_iter(
+                ds,
+                H5P_DEFAULT,
+                Some(visit),
+                (&mut v as *mut ChunkVisit).cast(),
+            );
+            if status < 0 {
+                return Err(h5err(
+                    at,
+                    v.problem
+                        .unwrap_or_else(|| "cannot read the chunk index".into()),
+                ));
+            }
+        }
+        // Every chunk inside the file, none overlapping another.
+        let mut spans: Vec<(u64, u64)> = v.chunks.values().map(|c| (c.addr, c.size)).collect();
+        spans.sort_unstable();
+        for &(addr, size) in &spans {
+            if size == 0 || addr.checked_add(size).is_none_or(|end| end > file_len) {
+                return Err(h5err(
+                    at,
+                    format!(
+                        "chunk at offset {addr} of {size} bytes lies outside the {file_len}-byte file"
+                    ),
+                ));
+            }
+        }
+        if let Some(w) = spans.windows(2).find(|w| w[0].0 + w[0].1 > w[1].0) {
             return Err(h5err(
                 at,
-                v.problem
-                    .unwrap_or_else(|| "cannot read the chunk index".into()),
+                format!("chunks at offsets {} and {} overlap", w[0].0, w[1].0),
             ));
         }
+        Ok(Layout::Chunked {
+            chunk: chunk[..rank].iter().map(|&c| c as usize).collect(),
+            grid: grid.iter().map(|&g| g as usize).collect(),
+            chunks: v.chunks,
+        })
     }
-    // Every chunk inside the file, none overlapping another.
-    let mut spans: Vec<(u64, u64)> = v.chunks.values().map(|c| (c.addr, c.size)).collect();
-    spans.sort_unstable();
-    for &(addr, size) in &spans {
-        if size == 0 || addr.checked_add(size).is_none_or(|end| end > file_len) {
-            return Err(h5err(
-                at,
-                format!(
-                    "chunk at offset {addr} of {size} bytes lies outside the {file_len}-byte file"
-                ),
-            ));
-        }
-    }
-    if let Some(w) = spans.windows(2).find(|w| w[0].0 + w[0].1 > w[1].0) {
-        return Err(h5err(
-            at,
-            format!("chunks at offsets {} and {} overlap", w[0].0, w[1].0),
-        ));
-    }
-    Ok(Layout::Chunked {
-        chunk: chunk[..rank].iter().map(|&c| c as usize).collect(),
-        grid: grid.iter().map(|&g| g as usize).collect(),
-        chunks: v.chunks,
-    })
 }

@@ -6,84 +6,42 @@
 mod attrs;
 mod cache;
 mod filters;
+mod library;
 mod memory;
 mod meta;
+mod plan;
+mod select;
 mod types;
 mod vlen;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::mem::ManuallyDrop;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
-
-use hdf5_sys::h5d::{H5Dget_space, H5Dget_type, H5Dread};
-use hdf5_sys::h5p::H5P_DEFAULT;
-use hdf5_sys::h5s::{H5S_seloper_t, H5Sclose, H5Screate_simple, H5Sselect_hyperslab};
-use hdf5_sys::h5t::H5Tclose;
 
 pub use attrs::AttrValue;
 pub use cache::ChunkCache;
+pub(crate) use library::h5err;
+use library::{with_library, LibraryHandle};
 pub use memory::MemoryFile;
 pub use meta::{ChunkLoc, DatasetMeta, Filter, Layout, Vlen, VlenKind};
-use meta::{
-    FILTER_BITSHUFFLE, FILTER_BLOSC, FILTER_BLOSC2, FILTER_DEFLATE, FILTER_FLETCHER32, FILTER_LZ4,
-    FILTER_LZF, FILTER_SHUFFLE, FILTER_ZSTD,
-};
+use plan::{BatchPlan, ScatterFrom};
+pub use select::Selection;
+use select::{normalize, select, ReadPath};
 pub use vlen::{RaggedBatch, RaggedPlan};
 
-use crate::codec::{BitshuffleInner, Faults, Pipeline, Step, Wrapper};
+use crate::codec::Faults;
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::exec::{execute, scatter, Dest, Extent, Piece};
-use crate::plan::{check_out_len, resolve_indices};
+use crate::exec::{execute, scatter};
+use crate::plan::{check_out_len, resolve_indices, Tiling};
 use crate::pool;
 use crate::source::{SharedFile, Source};
 
 const HDF5_FAULTS: Faults = Faults::both(ErrorKind::Hdf5);
 
-/// Which datasets a reader serves.
-#[derive(Debug, Clone)]
-pub enum Selection {
-    /// Every dataset whose first dimension is the file's common sample count.
-    All,
-    /// These, by path.
-    Names(Vec<String>),
-}
-
-/// How a dataset's samples are read.
-#[derive(Debug)]
-enum ReadPath {
-    /// One block at this file offset.
-    Contiguous(u64),
-    /// Never written: every sample is the fill value.
-    Fill,
-    /// Chunks decoded by packread.
-    Chunked { filters: Vec<FilterStep> },
-    /// libhdf5 reads it; the reason is kept for `info`.
-    Library(String),
-    /// Nobody can: the error to raise when it is read.
-    Unreadable(String),
-}
-
-/// One filter of the write pipeline, as packread decodes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum FilterStep {
-    Deflate,
-    Shuffle(usize),
-    Fletcher32,
-    Lzf,
-    Blosc,
-    Blosc2,
-    Zstd,
-    Lz4,
-    Bitshuffle {
-        itemsize: usize,
-        block: usize,
-        inner: BitshuffleInner,
-    },
-}
+/// Default budget for decoded chunks kept between batches (Python re-exports it).
+pub const DEFAULT_CACHE_BYTES: usize = 32 << 20;
 
 /// A dataset of the reader.
 #[derive(Debug)]
@@ -95,6 +53,8 @@ pub struct Hdf5Dataset {
     sample_bytes: usize,
     /// Bytes of one chunk, when chunked.
     chunk_bytes: usize,
+    /// How chunks map onto samples (computed once, at open; empty unless chunked).
+    tiling: Tiling,
 }
 
 impl Hdf5Dataset {
@@ -252,94 +212,6 @@ pub struct Hdf5File {
     threads: Option<usize>,
 }
 
-pub(crate) fn h5err(location: &str, msg: impl Into<String>) -> Error {
-    Error::new(ErrorKind::Hdf5, location, msg)
-}
-
-extern "C" {
-    // Declared here: the binding in hdf5-sys takes a pointer, the C function an unsigned int.
-    fn H5PLset_loading_state(plugin_control_mask: std::ffi::c_uint) -> i32;
-}
-
-/// The process that first used libhdf5; any other is a forked child.
-static LIBRARY_PID: AtomicU32 = AtomicU32::new(0);
-/// How long a forked child waits for libhdf5's lock before giving up.
-const CHILD_LOCK_WAIT: Duration = Duration::from_secs(2);
-/// How long `fork` waits for other threads to leave libhdf5 (see [`at_fork`]).
-const FORK_LOCK_WAIT: Duration = Duration::from_secs(1);
-/// Whether the fork handler took libhdf5's lock for the fork in progress.
-static FORK_HELD: AtomicBool = AtomicBool::new(false);
-
-/// Fork handlers: take libhdf5's lock before `fork` (waiting a little for other threads to
-/// leave the library) and release it on both sides, so a child does not inherit a lock held
-/// by a thread that does not exist there. A thread stuck in libhdf5 longer than the wait is
-/// left alone; the child then gets an error from [`with_library`] rather than a hang.
-fn at_fork() {
-    extern "C" fn prepare() {
-        if let Some(guard) = hdf5_sys::LOCK.try_lock_for(FORK_LOCK_WAIT) {
-            std::mem::forget(guard);
-            FORK_HELD.store(true, Ordering::SeqCst);
-        }
-    }
-    extern "C" fn release() {
-        if FORK_HELD.swap(false, Ordering::SeqCst) {
-            // SAFETY: `prepare` took the lock on this very thread (also in the child, where
-            // the forking thread is the only one) and forgot its guard.
-            unsafe { hdf5_sys::LOCK.force_unlock() };
-        }
-    }
-    static REGISTER: std::sync::Once = std::sync::Once::new();
-    REGISTER.call_once(|| {
-        // SAFETY: plain function pointers with no captured state.
-        unsafe { libc::pthread_atfork(Some(prepare), Some(release), Some(release)) };
-    });
-}
-
-/// Runs `f` holding libhdf5's global lock. In a forked child the lock may have been held by a
-/// parent thread at the moment of the fork, and then it is never released: after a while
-/// that is an error, not a hang. Plugin loading is switched off once: the only plugins around
-/// (hdf5plugin's) are built against h5py's libhdf5, not the one packread links; packread
-/// registers its own decoders instead (see [`filters`]).
-fn with_library<T>(location: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    at_fork();
-    let pid = std::process::id();
-    let first = LIBRARY_PID
-        .compare_exchange(0, pid, Ordering::Relaxed, Ordering::Relaxed)
-        .map_or_else(|p| p, |_| pid);
-    let _guard = if first == pid {
-        hdf5_sys::LOCK.lock()
-    } else {
-        hdf5_sys::LOCK
-            .try_lock_for(CHILD_LOCK_WAIT)
-            .ok_or_else(|| {
-                h5err(
-                    location,
-                    "libhdf5 is locked by a thread of the parent process, taken when this process \
-                 was forked; open HDF5 readers only in the process that uses them, or use the \
-                 'spawn' start method",
-                )
-            })?
-    };
-    hdf5_metno::sync::sync(|| {
-        static PLUGINS_OFF: std::sync::Once = std::sync::Once::new();
-        // SAFETY: lock held; a plain setting of the library.
-        PLUGINS_OFF.call_once(|| unsafe {
-            H5PLset_loading_state(0);
-        });
-        // SAFETY: lock held.
-        unsafe { filters::register() };
-        f()
-    })
-}
-
-fn normalize(name: &str) -> String {
-    if name.starts_with('/') {
-        name.to_string()
-    } else {
-        format!("/{name}")
-    }
-}
-
 impl Hdf5File {
     /// Opens the file at `path`; batches read it with `pread`.
     pub fn open(
@@ -374,6 +246,7 @@ impl Hdf5File {
         cache_bytes: usize,
         threads: Option<usize>,
     ) -> Result<Hdf5File> {
+        selection.check()?;
         let (location, source) = match input {
             Input::Path(path) => (
                 path.display().to_string(),
@@ -387,7 +260,7 @@ impl Hdf5File {
         let (h5, image, metas) = with_library(&location, || {
             let (h5, image) = match &source {
                 Backing::File(f) => (
-                    hdf5_metno::File::open(f.path())
+                    hdf5_metno::File::open(f.library_path())
                         .map_err(|e| h5err(&location, format!("cannot open as HDF5: {e}")))?,
                     None,
                 ),
@@ -473,6 +346,33 @@ impl Hdf5File {
         self.samples == 0
     }
 
+    /// What reading `rows` samples of the datasets at `which` costs, at most: a sample in a
+    /// chunk of several costs its whole chunk (see [`pool::Work`]).
+    pub fn work(&self, rows: usize, which: &[usize]) -> pool::Work {
+        // libhdf5's own reads take its global lock and may wait on it (or on a slow external
+        // file): never inline, so batch_async always returns at once.
+        if which
+            .iter()
+            .any(|&w| matches!(self.datasets[w].path, ReadPath::Library(_)))
+        {
+            return pool::Work {
+                units: usize::MAX,
+                bytes: u64::MAX,
+            };
+        }
+        let per_row: u64 = which
+            .iter()
+            .map(|&w| {
+                let ds = &self.datasets[w];
+                ds.sample_bytes.max(ds.chunk_bytes) as u64
+            })
+            .sum();
+        pool::Work {
+            units: rows.saturating_mul(which.len()),
+            bytes: (rows as u64).saturating_mul(per_row),
+        }
+    }
+
     pub fn position(&self, name: &str) -> Result<usize> {
         let name = normalize(name);
         self.datasets
@@ -491,7 +391,7 @@ impl Hdf5File {
     /// Reads samples `idx` of the datasets at positions `which` into `outs` (one each, holding
     /// the samples one after another in C order).
     pub fn read_batch(&self, idx: &[i64], which: &[usize], outs: &mut [&mut [u8]]) -> Result<()> {
-        let rows = resolve_indices(idx, self.samples)?;
+        let rows = resolve_indices(idx, self.samples, &self.location)?;
         if which.len() != outs.len() {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
@@ -535,13 +435,25 @@ impl Hdf5File {
         } = plan;
         let n_outs = outs.len();
         // Chunks to be cached decode into buffers of their own (outputs after the callers').
-        let mut fresh_bufs: Vec<Vec<u8>> = fresh.iter().map(|f| vec![0u8; f.len]).collect();
+        // Allocated as the cache keeps them (one allocation, no copy into the cache after).
+        let mut fresh_arcs: Vec<Arc<[u8]>> = fresh
+            .iter()
+            .map(|f| std::iter::repeat_n(0u8, f.len).collect())
+            .collect();
         for (k, f) in fresh.iter().enumerate() {
             extents[f.extent].out = (n_outs + k) as u32;
         }
         {
             let mut all: Vec<&mut [u8]> = outs.iter_mut().map(|o| &mut **o).collect();
-            all.extend(fresh_bufs.iter_mut().map(|b| b.as_mut_slice()));
+            for b in &mut fresh_arcs {
+                all.push(Arc::get_mut(b).ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::Internal,
+                        &self.location,
+                        "a fresh chunk is shared",
+                    )
+                })?);
+            }
             pool::install_with(self.threads, || {
                 execute(&self.source, &extents, &mut all, HDF5_FAULTS)
             })
@@ -555,7 +467,6 @@ impl Hdf5File {
             })?;
         }
         // Pieces of cached and freshly decoded multi-sample chunks.
-        let fresh_arcs: Vec<Arc<[u8]>> = fresh_bufs.into_iter().map(Arc::from).collect();
         for (k, f) in fresh.iter().enumerate() {
             self.cache.insert(f.key, fresh_arcs[k].clone());
         }
@@ -580,588 +491,4 @@ impl Hdf5File {
         }
         Ok(())
     }
-
-    /// Plans the reads of dataset `w` for `rows` into output `slot`.
-    fn plan_dataset(
-        &self,
-        w: usize,
-        slot: usize,
-        rows: &[usize],
-        plan: &mut BatchPlan,
-    ) -> Result<()> {
-        let ds = &self.datasets[w];
-        let sb = ds.sample_bytes;
-        match &ds.path {
-            ReadPath::Contiguous(addr) => {
-                for (k, &i) in rows.iter().enumerate() {
-                    let mut e = Extent::raw(0, addr + (i * sb) as u64, sb, Dest::At(k * sb));
-                    e.out = slot as u32;
-                    plan.push(e, (w, addr + (i * sb) as u64));
-                }
-            }
-            ReadPath::Fill => {
-                for k in 0..rows.len() {
-                    plan.push(
-                        fill_extent(&ds.meta.fill, sb, slot, Dest::At(k * sb)),
-                        (w, 0),
-                    );
-                }
-            }
-            ReadPath::Chunked { filters } => self.plan_chunked(w, slot, rows, filters, plan)?,
-            ReadPath::Library(_) | ReadPath::Unreadable(_) => unreachable!("planned elsewhere"),
-        }
-        Ok(())
-    }
-
-    fn plan_chunked(
-        &self,
-        w: usize,
-        slot: usize,
-        rows: &[usize],
-        filters: &[FilterStep],
-        plan: &mut BatchPlan,
-    ) -> Result<()> {
-        let ds = &self.datasets[w];
-        let Layout::Chunked {
-            chunk,
-            grid,
-            chunks,
-        } = &ds.meta.layout
-        else {
-            unreachable!("chunked read path on a chunked layout");
-        };
-        let shape = &ds.meta.shape;
-        let itemsize = ds.dtype.itemsize();
-        let sb = ds.sample_bytes;
-        let c0 = chunk[0];
-        // Which (position in batch, row within chunk) each chunk row-slab serves.
-        let mut slabs: BTreeMap<usize, Vec<(usize, usize)>> = BTreeMap::new();
-        for (k, &i) in rows.iter().enumerate() {
-            slabs.entry(i / c0).or_default().push((k, i % c0));
-        }
-        let tiles = sample_tiles(shape, chunk, grid, itemsize);
-        let per_slab: usize = grid[1..].iter().product();
-        let exact = c0 == 1 && tiles.len() == 1 && tiles[0].covers_sample;
-        for (g, uses) in slabs {
-            for (t, tile) in tiles.iter().enumerate() {
-                let linear = (g * per_slab + t) as u64;
-                let mut pieces = Vec::new();
-                for &(k, r) in &uses {
-                    tile.pieces(r, k * sb, &mut pieces);
-                }
-                let key = (w as u32, linear);
-                if let Some(bytes) = self.cache.get(key) {
-                    plan.cached.push(Cached {
-                        slot,
-                        bytes,
-                        pieces,
-                    });
-                    continue;
-                }
-                let loc = chunks.get(&linear).copied();
-                let mut extent = match loc {
-                    None => fill_extent(&ds.meta.fill, ds.chunk_bytes, slot, Dest::At(0)),
-                    Some(loc) => chunk_extent(loc, filters, ds.chunk_bytes, slot),
-                };
-                let addr = loc.map_or(0, |l| l.addr);
-                if exact && uses.len() == 1 {
-                    extent.dest = Dest::At(uses[0].0 * sb);
-                } else if c0 > 1 && loc.is_some() && self.cache.fits(ds.chunk_bytes) {
-                    // Holds several samples: decode once, keep it for the next batch.
-                    plan.fresh.push(Fresh {
-                        extent: plan.extents.len(),
-                        slot,
-                        key,
-                        len: ds.chunk_bytes,
-                        pieces,
-                    });
-                    extent.dest = Dest::At(0);
-                } else {
-                    extent.dest = Dest::Scatter(pieces);
-                }
-                plan.push(extent, (w, addr));
-            }
-        }
-        Ok(())
-    }
-
-    /// libhdf5 reads each requested sample, under its lock, in the stored byte order.
-    fn read_with_library(&self, w: usize, rows: &[usize], out: &mut [u8]) -> Result<()> {
-        let ds = &self.datasets[w];
-        let at = format!("{}:{}", self.location, ds.name());
-        let sb = ds.sample_bytes;
-        with_library(&at, || -> Result<()> {
-            let h5ds = self
-                .h5
-                .file
-                .dataset(ds.name())
-                .map_err(|e| h5err(&at, format!("cannot open dataset: {e}")))?;
-            let rank = ds.meta.shape.len();
-            let mut mem_dims: Vec<u64> = ds.meta.shape.iter().map(|&d| d as u64).collect();
-            mem_dims[0] = 1;
-            // SAFETY: valid ids, HDF5 lock held; each read fills exactly `sb` bytes of `out`.
-            unsafe {
-                let ftype = H5Dget_type(h5ds.id());
-                let fspace = H5Dget_space(h5ds.id());
-                let mspace = H5Screate_simple(rank as i32, mem_dims.as_ptr(), std::ptr::null());
-                let mut result = Ok(());
-                for (k, &i) in rows.iter().enumerate() {
-                    let mut start = vec![0u64; rank];
-                    start[0] = i as u64;
-                    let ok = H5Sselect_hyperslab(
-                        fspace,
-                        H5S_seloper_t::H5S_SELECT_SET,
-                        start.as_ptr(),
-                        std::ptr::null(),
-                        mem_dims.as_ptr(),
-                        std::ptr::null(),
-                    ) >= 0
-                        && H5Dread(
-                            h5ds.id(),
-                            ftype,
-                            mspace,
-                            fspace,
-                            H5P_DEFAULT,
-                            out[k * sb..].as_mut_ptr().cast(),
-                        ) >= 0;
-                    if !ok {
-                        let why = hdf5_metno::Error::query()
-                            .map(|e| e.to_string())
-                            .unwrap_or_default();
-                        result = Err(h5err(
-                            &at,
-                            format!("libhdf5 could not read sample {i}: {why}"),
-                        ));
-                        break;
-                    }
-                }
-                H5Sclose(mspace);
-                H5Sclose(fspace);
-                H5Tclose(ftype);
-                result
-            }
-        })
-    }
-}
-
-/// Decoded bytes and the pieces to copy out of them.
-type ScatterFrom<'a> = (&'a [u8], &'a [Piece]);
-
-/// The datasets a selection keeps, the sample count, and what was left out (with why).
-type Selected = (Vec<Hdf5Dataset>, usize, Vec<(String, String)>);
-
-/// libhdf5's handle on the file. A forked child never closes it: the parent may have held
-/// libhdf5's lock at the moment of the fork, and closing would wait on it forever.
-/// For a file in memory, the image libhdf5 reads in place outlives the file (and in a child,
-/// where the file is never closed, is never freed).
-struct LibraryHandle {
-    file: ManuallyDrop<hdf5_metno::File>,
-    image: ManuallyDrop<Option<Box<memory::Image>>>,
-    pid: u32,
-}
-
-impl Drop for LibraryHandle {
-    fn drop(&mut self) {
-        if std::process::id() == self.pid {
-            // SAFETY: dropped once, here, the file before the image it reads.
-            unsafe {
-                ManuallyDrop::drop(&mut self.file);
-                ManuallyDrop::drop(&mut self.image);
-            }
-        }
-    }
-}
-
-/// Extents and side work of one batch.
-#[derive(Default)]
-struct BatchPlan {
-    extents: Vec<Extent>,
-    /// Per extent: (dataset, file offset) for messages.
-    labels: Vec<(usize, u64)>,
-    cached: Vec<Cached>,
-    fresh: Vec<Fresh>,
-    library: Vec<(usize, usize)>,
-}
-
-impl BatchPlan {
-    fn push(&mut self, e: Extent, label: (usize, u64)) {
-        self.extents.push(e);
-        self.labels.push(label);
-    }
-}
-
-/// A chunk already in the cache and where its pieces go.
-struct Cached {
-    slot: usize,
-    bytes: Arc<[u8]>,
-    pieces: Vec<Piece>,
-}
-
-/// A chunk decoded into a buffer of its own, to be scattered and then cached.
-struct Fresh {
-    extent: usize,
-    slot: usize,
-    key: (u32, u64),
-    len: usize,
-    pieces: Vec<Piece>,
-}
-
-fn fill_extent(fill: &[u8], len: usize, slot: usize, dest: Dest) -> Extent {
-    Extent {
-        file: 0,
-        offset: 0,
-        stored_len: 0,
-        pipeline: Pipeline::new(vec![Step::Fill(fill.into())]),
-        decoded_len: len,
-        out: slot as u32,
-        dest,
-    }
-}
-
-/// The extent decoding one stored chunk: the filters in reverse, skipping those its mask
-/// says were not applied.
-fn chunk_extent(loc: ChunkLoc, filters: &[FilterStep], chunk_bytes: usize, slot: usize) -> Extent {
-    let mut steps = Vec::with_capacity(filters.len());
-    for (i, f) in filters.iter().enumerate().rev() {
-        if i < 32 && loc.mask & (1 << i) != 0 {
-            continue;
-        }
-        if *f == FilterStep::Shuffle(1) {
-            continue; // shuffling 1-byte elements changes nothing
-        }
-        steps.push(match f {
-            FilterStep::Deflate => Step::Inflate(Wrapper::Zlib),
-            FilterStep::Shuffle(n) => Step::Unshuffle { itemsize: *n },
-            FilterStep::Fletcher32 => Step::Fletcher32,
-            FilterStep::Lzf => Step::Lzf,
-            FilterStep::Blosc => Step::Blosc,
-            FilterStep::Blosc2 => Step::Blosc2,
-            FilterStep::Zstd => Step::Zstd,
-            FilterStep::Lz4 => Step::Lz4,
-            FilterStep::Bitshuffle {
-                itemsize,
-                block,
-                inner,
-            } => Step::Bitshuffle {
-                itemsize: *itemsize,
-                block: *block,
-                inner: *inner,
-            },
-        });
-    }
-    Extent {
-        file: 0,
-        offset: loc.addr,
-        stored_len: loc.size as usize,
-        pipeline: Pipeline::new(steps),
-        decoded_len: chunk_bytes,
-        out: slot as u32,
-        dest: Dest::At(0),
-    }
-}
-
-/// The part of one sample that one chunk of a row-slab covers.
-#[derive(Debug)]
-struct Tile {
-    /// Runs (offset in the chunk's row, offset in the sample, length), in bytes.
-    runs: Vec<(usize, usize, usize)>,
-    /// Bytes of one chunk row (all dimensions but the first).
-    row_bytes: usize,
-    /// Whether this tile is the whole sample in one run.
-    covers_sample: bool,
-}
-
-impl Tile {
-    /// Appends the pieces moving chunk row `r` to the sample starting at output `base`.
-    fn pieces(&self, r: usize, base: usize, out: &mut Vec<Piece>) {
-        for &(src, dst, len) in &self.runs {
-            out.push(Piece {
-                src: r * self.row_bytes + src,
-                dst: base + dst,
-                len,
-            });
-        }
-    }
-}
-
-/// For every chunk position of a row-slab (grid order over dimensions 1..), the runs that
-/// copy one chunk row into a sample, merged where both sides are contiguous.
-fn sample_tiles(shape: &[usize], chunk: &[usize], grid: &[usize], itemsize: usize) -> Vec<Tile> {
-    let inner = &shape[1..];
-    let cin = &chunk[1..];
-    let gin = &grid[1..];
-    let row_bytes = cin.iter().product::<usize>() * itemsize;
-    let sample_bytes = inner.iter().product::<usize>() * itemsize;
-    let ntiles: usize = gin.iter().product();
-    let mut tiles = Vec::with_capacity(ntiles);
-    let nd = inner.len();
-    for t in 0..ntiles {
-        // Grid coordinates of this tile (C order over dimensions 1..).
-        let mut coord = vec![0usize; nd];
-        let mut rest = t;
-        for d in (0..nd).rev() {
-            coord[d] = rest % gin[d];
-            rest /= gin[d];
-        }
-        let start: Vec<usize> = (0..nd).map(|d| coord[d] * cin[d]).collect();
-        let extent: Vec<usize> = (0..nd).map(|d| cin[d].min(inner[d] - start[d])).collect();
-        let mut runs: Vec<(usize, usize, usize)> = Vec::new();
-        if nd == 0 {
-            runs.push((0, 0, itemsize));
-        } else {
-            let run = extent[nd - 1] * itemsize;
-            let outer: usize = extent[..nd - 1].iter().product();
-            let mut idx = vec![0usize; nd.saturating_sub(1)];
-            for _ in 0..outer {
-                let (mut src, mut dst) = (0usize, 0usize);
-                for d in 0..nd {
-                    let local = if d + 1 < nd { idx[d] } else { 0 };
-                    src = src * cin[d] + local;
-                    dst = dst * inner[d] + start[d] + local;
-                }
-                let (src, dst) = (src * itemsize, dst * itemsize);
-                match runs.last_mut() {
-                    Some(last) if last.0 + last.2 == src && last.1 + last.2 == dst => last.2 += run,
-                    _ => runs.push((src, dst, run)),
-                }
-                for d in (0..nd.saturating_sub(1)).rev() {
-                    idx[d] += 1;
-                    if idx[d] < extent[d] {
-                        break;
-                    }
-                    idx[d] = 0;
-                }
-            }
-        }
-        let covers_sample =
-            runs.len() == 1 && runs[0] == (0, 0, sample_bytes) && row_bytes == sample_bytes;
-        tiles.push(Tile {
-            runs,
-            row_bytes,
-            covers_sample,
-        });
-    }
-    tiles
-}
-
-/// Keeps the datasets a selection asks for, checks they share the sample count, and decides
-/// how each is read.
-fn select(metas: Vec<DatasetMeta>, selection: &Selection, location: &str) -> Result<Selected> {
-    let mut skipped = Vec::new();
-    let explicit = matches!(selection, Selection::Names(_));
-    let mut usable = Vec::new();
-    for m in metas {
-        let at = format!("{location}:{}", m.name);
-        let problem = if m.shape.is_empty() {
-            Some("is a scalar (no first axis to index)".to_string())
-        } else if m.vlen.is_some() && m.shape.len() != 1 {
-            Some("variable-length data of rank > 1 is not supported".to_string())
-        } else {
-            m.dtype_problem.clone()
-        };
-        match problem {
-            Some(why) if explicit => return Err(Error::new(ErrorKind::Unsupported, at, why)),
-            Some(why) => skipped.push((m.name.clone(), why)),
-            None => usable.push(m),
-        }
-    }
-    let samples = if explicit {
-        let first = usable.first().map_or(0, |m| m.shape[0]);
-        if let Some(m) = usable.iter().find(|m| m.shape[0] != first) {
-            return Err(Error::new(
-                ErrorKind::Inconsistent,
-                format!("{location}:{}", m.name),
-                format!(
-                    "has {} samples, but {} has {first}",
-                    m.shape[0], usable[0].name
-                ),
-            ));
-        }
-        first
-    } else {
-        // The most common first dimension (the larger on a tie).
-        let mut counts: HashMap<usize, usize> = HashMap::new();
-        for m in &usable {
-            *counts.entry(m.shape[0]).or_default() += 1;
-        }
-        let best = counts
-            .into_iter()
-            .max_by_key(|&(n, c)| (c, n))
-            .map_or(0, |(n, _)| n);
-        usable.retain(|m| {
-            let keep = m.shape[0] == best;
-            if !keep {
-                skipped.push((
-                    m.name.clone(),
-                    format!("has {} samples, not {best}", m.shape[0]),
-                ));
-            }
-            keep
-        });
-        best
-    };
-    let mut datasets = Vec::with_capacity(usable.len());
-    for m in usable {
-        let ds = dataset(m, location)?;
-        match (&ds.path, explicit) {
-            // Asked for everything: leave out what nobody can decode, and say why.
-            (ReadPath::Unreadable(why), false) => skipped.push((ds.meta.name.clone(), why.clone())),
-            _ => datasets.push(ds),
-        }
-    }
-    Ok((datasets, samples, skipped))
-}
-
-fn dataset(meta: DatasetMeta, location: &str) -> Result<Hdf5Dataset> {
-    let at = format!("{location}:{}", meta.name);
-    let dtype = meta.dtype.clone().expect("selected datasets have a dtype");
-    let itemsize = dtype.itemsize();
-    let sample_bytes = meta.shape[1..].iter().product::<usize>() * itemsize;
-    let mut chunk_bytes = 0;
-    let path = match &meta.layout {
-        Layout::Contiguous { addr: Some(a) } => ReadPath::Contiguous(*a),
-        Layout::Contiguous { addr: None } => ReadPath::Fill,
-        Layout::Other(why) => ReadPath::Library(why.clone()),
-        Layout::Chunked { chunk, .. } => {
-            chunk_bytes = chunk.iter().product::<usize>() * itemsize;
-            match native_filters(&meta.filters, chunk_bytes, meta.vlen.is_some(), &at)? {
-                Some(filters) => ReadPath::Chunked { filters },
-                None => match meta.filters.iter().find(|f| !f.available) {
-                    Some(f) => ReadPath::Unreadable(format!(
-                        "filter {} ({}) is not available: packread cannot decode this pipeline and its libhdf5 lacks the filter",
-                        f.id,
-                        if f.name.is_empty() { "unknown" } else { &f.name }
-                    )),
-                    None => ReadPath::Library("a filter packread does not decode".into()),
-                },
-            }
-        }
-    };
-    Ok(Hdf5Dataset {
-        meta,
-        dtype,
-        path,
-        sample_bytes,
-        chunk_bytes,
-    })
-}
-
-/// The pipeline packread decodes itself, or `None` if a filter needs libhdf5. Parameters are
-/// checked here: a malformed pipeline is an error, not a guess.
-fn native_filters(
-    filters: &[Filter],
-    chunk_bytes: usize,
-    vlen: bool,
-    at: &str,
-) -> Result<Option<Vec<FilterStep>>> {
-    let mut steps = Vec::with_capacity(filters.len());
-    let mut compressors = 0;
-    for f in filters {
-        let bad = |what: &str| {
-            h5err(
-                at,
-                format!(
-                    "filter {} ({}): {what} (parameters {:?})",
-                    f.id, f.name, f.params
-                ),
-            )
-        };
-        steps.push(match f.id {
-            FILTER_DEFLATE => {
-                if f.params.len() != 1 || f.params[0] > 9 {
-                    return Err(bad("expected one parameter, the level 0-9"));
-                }
-                compressors += 1;
-                FilterStep::Deflate
-            }
-            // No parameter: libhdf5 could not set the element size (variable-length data, where
-            // PyTables adds it anyway); the optional filter was then skipped for every chunk
-            // (its mask bit set), and a chunk claiming otherwise fails to decode.
-            FILTER_SHUFFLE if f.params.is_empty() && vlen => FilterStep::Shuffle(0),
-            FILTER_SHUFFLE => {
-                if f.params.len() != 1 || f.params[0] == 0 {
-                    return Err(bad("expected one parameter, the element size"));
-                }
-                FilterStep::Shuffle(f.params[0] as usize)
-            }
-            FILTER_FLETCHER32 => {
-                if !f.params.is_empty() {
-                    return Err(bad("expected no parameters"));
-                }
-                FilterStep::Fletcher32
-            }
-            FILTER_LZF => {
-                if f.params.len() > 3
-                    || (f.params.len() == 3
-                        && f.params[2] != 0
-                        && f.params[2] as usize != chunk_bytes)
-                {
-                    return Err(bad("expected at most (version, lzf version, chunk bytes)"));
-                }
-                compressors += 1;
-                FilterStep::Lzf
-            }
-            // (filter version, blosc version, typesize, chunk bytes, level, shuffle, codec):
-            // the buffer's own header says everything decoding needs.
-            FILTER_BLOSC => {
-                if f.params.len() > 7 {
-                    return Err(bad("expected at most 7 parameters"));
-                }
-                compressors += 1;
-                FilterStep::Blosc
-            }
-            // (filter version, block size, typesize, chunk bytes, level, shuffle, codec, rank,
-            // chunk dimensions): the frame itself says everything decoding needs.
-            FILTER_BLOSC2 => {
-                if f.params.len() > 16 {
-                    return Err(bad("expected at most 16 parameters"));
-                }
-                compressors += 1;
-                FilterStep::Blosc2
-            }
-            FILTER_ZSTD => {
-                if f.params.len() > 1 {
-                    return Err(bad("expected at most one parameter, the level"));
-                }
-                compressors += 1;
-                FilterStep::Zstd
-            }
-            FILTER_LZ4 => {
-                if f.params.len() > 1 {
-                    return Err(bad("expected at most one parameter, the block size"));
-                }
-                compressors += 1;
-                FilterStep::Lz4
-            }
-            // (major, minor, element size, block size, compressor, zstd level)
-            FILTER_BITSHUFFLE => {
-                if !(3..=6).contains(&f.params.len()) || f.params[2] == 0 {
-                    return Err(bad(
-                        "expected 3 to 6 parameters, the third the element size",
-                    ));
-                }
-                let block = f.params.get(3).copied().unwrap_or(0) as usize;
-                if block % 8 != 0 {
-                    return Err(bad("block size is not a multiple of 8"));
-                }
-                let inner = match f.params.get(4).copied().unwrap_or(0) {
-                    0 => BitshuffleInner::None,
-                    2 => BitshuffleInner::Lz4,
-                    3 => BitshuffleInner::Zstd,
-                    other => return Err(bad(&format!("unknown compressor {other}"))),
-                };
-                if inner != BitshuffleInner::None {
-                    compressors += 1;
-                }
-                FilterStep::Bitshuffle {
-                    itemsize: f.params[2] as usize,
-                    block,
-                    inner,
-                }
-            }
-            _ => return Ok(None),
-        });
-    }
-    // Two compressors in a row would need the intermediate size; libhdf5 knows it.
-    Ok((compressors <= 1).then_some(steps))
 }

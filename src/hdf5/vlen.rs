@@ -207,7 +207,7 @@ impl Hdf5File {
             .vlen
             .as_ref()
             .ok_or_else(|| h5err(&at, "is not variable-length data"))?;
-        let rows = resolve_indices(idx, self.samples)?;
+        let rows = resolve_indices(idx, self.samples, &self.location)?;
         let elem_bytes = v.base.itemsize() * v.elem_shape.iter().product::<usize>();
         let (bytes, offsets) = with_library(&at, || -> Result<(Vec<u8>, Vec<u64>)> {
             let h5ds = self
@@ -369,7 +369,7 @@ impl Hdf5File {
                 "variable-length data that libhdf5 reads has no heap IDs to plan",
             ));
         }
-        let rows = resolve_indices(idx, self.samples)?;
+        let rows = resolve_indices(idx, self.samples, &self.location)?;
         let mut ids = vec![0u8; rows.len() * ds.sample_bytes];
         self.read_batch(idx, &[w], &mut [&mut ids])?;
         let sa = v.sizeof_addr;

@@ -88,51 +88,75 @@ pub fn numpy_dtype<'py>(py: Python<'py>, dtype: &DType) -> PyResult<Bound<'py, P
     Ok(np_dtype)
 }
 
-/// A writable byte range of an array, handed to code running without the GIL. The array is
-/// kept alive by the caller's reference for as long as the range is used.
+/// A writable byte range of an array, handed to code running without the GIL. Made only by
+/// [`output`] and [`fresh_bytes`] from a live array; whoever holds it keeps that array alive.
 #[derive(Clone, Copy)]
 pub struct RawOut {
     ptr: *mut u8,
     len: usize,
 }
 
+// SAFETY: a RawOut is an address and a length; the bytes are only reached through
+// `Outputs::into_slices`, whose caller promises the array is alive while they are used.
 unsafe impl Send for RawOut {}
 
-impl RawOut {
-    /// # Safety
-    /// The array this came from must be alive and not resized while the slice is used.
-    pub unsafe fn as_mut_slice<'a>(self) -> &'a mut [u8] {
-        if self.len == 0 {
-            return &mut [];
+/// Output arrays proven not to share memory: the only way to reach their bytes. They are
+/// written concurrently, so two outputs over the same bytes would be a data race.
+pub struct Outputs(Vec<RawOut>);
+
+impl Outputs {
+    /// Checks that no two outputs overlap (a view passed twice, repeated keys).
+    pub fn disjoint(raws: Vec<RawOut>) -> Result<Outputs, Error> {
+        let mut ranges: Vec<(usize, usize)> = raws
+            .iter()
+            .filter(|r| r.len > 0)
+            .map(|r| (r.ptr as usize, r.len))
+            .collect();
+        ranges.sort_unstable();
+        if ranges.windows(2).any(|w| w[0].0 + w[0].1 > w[1].0) {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "",
+                "out= arrays must not share memory",
+            ));
         }
-        std::slice::from_raw_parts_mut(self.ptr, self.len)
+        Ok(Outputs(raws))
     }
-}
 
-/// Refuses outputs that share memory: their slices are written concurrently.
-pub fn check_disjoint(raws: &[RawOut]) -> Result<(), Error> {
-    let mut ranges: Vec<(usize, usize)> = raws
-        .iter()
-        .filter(|r| r.len > 0)
-        .map(|r| (r.ptr as usize, r.len))
-        .collect();
-    ranges.sort_unstable();
-    if ranges.windows(2).any(|w| w[0].0 + w[0].1 > w[1].0) {
-        return Err(Error::new(
-            ErrorKind::InvalidArgument,
-            "",
-            "out= arrays must not share memory",
-        ));
+    /// One output (nothing to overlap with).
+    pub fn one(raw: RawOut) -> Outputs {
+        Outputs(vec![raw])
     }
-    Ok(())
-}
 
-/// The slices of outputs already checked by [`check_disjoint`].
-///
-/// # Safety
-/// As [`RawOut::as_mut_slice`], for every output; and no two of them overlap.
-pub unsafe fn slices<'a>(raws: &[RawOut]) -> Vec<&'a mut [u8]> {
-    raws.iter().map(|r| r.as_mut_slice()).collect()
+    /// The outputs' bytes, one slice each, in the order given.
+    ///
+    /// # Safety
+    /// Every array these came from must stay alive, and not be resized or read by anyone,
+    /// while the slices are used.
+    pub unsafe fn into_slices<'a>(self) -> Vec<&'a mut [u8]> {
+        self.0
+            .into_iter()
+            .map(|r| {
+                if r.len == 0 {
+                    return <&mut [u8]>::default();
+                }
+                // SAFETY: `r` spans `len` bytes of a live array (the caller's promise), and
+                // `disjoint` proved the outputs apart, so no two slices alias.
+                unsafe { std::slice::from_raw_parts_mut(r.ptr, r.len) }
+            })
+            .collect()
+    }
+
+    /// The only output's bytes (see [`Outputs::into_slices`]).
+    ///
+    /// # Safety
+    /// As [`Outputs::into_slices`].
+    pub unsafe fn into_slice<'a>(self) -> &'a mut [u8] {
+        // SAFETY: the caller's promise, passed on.
+        let mut slices = unsafe { self.into_slices() };
+        assert_eq!(slices.len(), 1, "into_slice of one output");
+        slices.pop().expect("one slice")
+    }
 }
 
 /// `(rows,) + sample`: the shape of a batch.
@@ -192,16 +216,18 @@ pub fn output<'py>(
     })
 }
 
-/// `numpy.empty(shape, dtype, order)`.
+/// `numpy.ndarray(shape, dtype, order=order)`: uninitialised like `numpy.empty`, but keeps a
+/// zero-size dtype (`S0`, `U0`) as it is, where `numpy.empty` makes it `S1`/`U1` (numpy.load
+/// returns `S0` arrays, and every byte of an `S1` array would be left unwritten).
 pub fn empty<'py>(
     py: Python<'py>,
     shape: &[usize],
     dtype: &Bound<'py, PyArrayDescr>,
     fortran: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    static EMPTY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-    let f = EMPTY.get_or_try_init(py, || -> PyResult<_> {
-        Ok(py.import("numpy")?.getattr("empty")?.unbind())
+    static NDARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let f = NDARRAY.get_or_try_init(py, || -> PyResult<_> {
+        Ok(py.import("numpy")?.getattr("ndarray")?.unbind())
     })?;
     let kwargs = PyDict::new(py);
     kwargs.set_item("dtype", dtype)?;

@@ -5,14 +5,15 @@ use std::sync::{Arc, Mutex};
 
 use numpy::{PyArrayDescr, PyReadonlyArray1};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
-use super::array::{batch_shape, check_disjoint, numpy_dtype, output, slices, RawOut};
-use super::errors::{invalid_argument, IntoPyResult};
+use super::array::{batch_shape, numpy_dtype, output, Outputs, RawOut};
+use super::errors::{invalid_argument, to_py, IntoPyResult};
 use super::pending::{submit, PendingRead};
-use crate::error::Error;
+use crate::error::{Error, ErrorKind};
 use crate::hdf5::{AttrValue, Hdf5File, RaggedBatch, Selection, VlenKind};
 use crate::plan::resolve_indices;
+use crate::pool::Work;
 
 /// Where the file comes from: a path (read in place or whole into memory) or its bytes.
 enum Origin {
@@ -30,6 +31,40 @@ fn origin(py: Python<'_>, src: &Bound<'_, PyAny>) -> PyResult<Origin> {
     // Copied once: libhdf5 and the batch reads use it for the reader's whole life.
     Ok(Origin::Bytes(Arc::from(bytes.as_bytes())))
 }
+
+/// Dataset names as UTF-8. A name with a lone surrogate (from `os.fsdecode` of bytes that are
+/// not UTF-8) cannot name anything in an HDF5 file: a missing dataset, not an encoding error.
+fn dataset_names(
+    py: Python<'_>,
+    origin: &Origin,
+    names: &[Bound<'_, PyString>],
+) -> PyResult<Vec<String>> {
+    names
+        .iter()
+        .map(|n| {
+            n.to_str().map(str::to_owned).map_err(|_| {
+                let at = match origin {
+                    Origin::Path(p) => p.display().to_string(),
+                    Origin::Bytes(_) => MEMORY_NAME.to_string(),
+                };
+                to_py(
+                    py,
+                    Error::new(
+                        ErrorKind::Key,
+                        at,
+                        format!(
+                            "no dataset {:?}: HDF5 names are UTF-8, this one has a lone surrogate",
+                            n.to_string_lossy()
+                        ),
+                    ),
+                )
+            })
+        })
+        .collect()
+}
+
+/// How a file given as bytes is named in messages.
+const MEMORY_NAME: &str = "<HDF5 bytes>";
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<HDF5Reader>()?;
@@ -79,29 +114,32 @@ pub struct HDF5Reader {
 #[pymethods]
 impl HDF5Reader {
     #[new]
-    #[pyo3(signature = (src, datasets = None, num_threads = None, cache_bytes = 32 << 20, in_memory = false))]
+    #[pyo3(signature = (src, datasets = None, num_threads = None, cache_bytes = crate::hdf5::DEFAULT_CACHE_BYTES, in_memory = false))]
     fn new(
         py: Python<'_>,
         src: &Bound<'_, PyAny>,
-        datasets: Option<Vec<String>>,
+        datasets: Option<Vec<Bound<'_, PyString>>>,
         num_threads: Option<usize>,
         cache_bytes: usize,
         in_memory: bool,
     ) -> PyResult<Self> {
-        let selection = datasets.map_or(Selection::All, Selection::Names);
         let origin = origin(py, src)?;
+        let selection = match datasets {
+            None => Selection::All,
+            Some(names) => Selection::Names(dataset_names(py, &origin, &names)?),
+        };
         let file = py
             .detach(|| {
                 let (name, bytes) = match origin {
                     Origin::Path(path) if in_memory => {
                         let name = path.display().to_string();
-                        let bytes = std::fs::read(&path).map_err(|e| Error::io(&name, e))?;
+                        let bytes = crate::source::read_whole(&path)?;
                         (name, Arc::from(bytes))
                     }
                     Origin::Path(path) => {
                         return Hdf5File::open(path, selection, cache_bytes, num_threads)
                     }
-                    Origin::Bytes(bytes) => ("<HDF5 bytes>".to_string(), bytes),
+                    Origin::Bytes(bytes) => (MEMORY_NAME.to_string(), bytes),
                 };
                 Hdf5File::open_memory(name, bytes, selection, cache_bytes, num_threads)
             })
@@ -248,12 +286,15 @@ impl HDF5Reader {
                 format!("{name} is not variable-length data"),
             ));
         }
-        resolve_indices(&idx, self.file.len())
-            .map_err(|e| e.at(self.file.location()))
-            .py_err(py)?;
+        resolve_indices(&idx, self.file.len(), self.file.location()).py_err(py)?;
         let slot: Arc<Mutex<Option<RaggedBatch>>> = Arc::default();
         let (file, theirs) = (self.file.clone(), slot.clone());
-        let read = submit(self.threads, Vec::new(), move || {
+        // The sequences' sizes are only known from the file: always on the pool.
+        let work = Work {
+            units: usize::MAX,
+            bytes: u64::MAX,
+        };
+        let read = submit(py, self.threads, work, Vec::new(), move || {
             let batch = file.read_ragged(&idx, w)?;
             *theirs.lock().unwrap_or_else(|e| e.into_inner()) = Some(batch);
             Ok(())
@@ -282,9 +323,7 @@ impl HDF5Reader {
             .map(|n| self.file.position(n))
             .collect::<Result<Vec<_>, _>>()
             .py_err(py)?;
-        resolve_indices(&idx, self.file.len())
-            .map_err(|e| e.at(self.file.location()))
-            .py_err(py)?;
+        resolve_indices(&idx, self.file.len(), self.file.location()).py_err(py)?;
         let raws = which
             .iter()
             .zip(&outs)
@@ -297,12 +336,13 @@ impl HDF5Reader {
                 )
             })
             .collect::<PyResult<Vec<RawOut>>>()?;
-        check_disjoint(&raws).py_err(py)?;
+        let outputs = Outputs::disjoint(raws).py_err(py)?;
         let file = self.file.clone();
         let keep = outs.into_iter().map(Bound::unbind).collect();
-        Ok(submit(self.threads, keep, move || {
-            // SAFETY: the outputs are kept alive by the job until it ends, and are disjoint.
-            let mut slices = unsafe { slices(&raws) };
+        let work = self.file.work(idx.len(), &which);
+        Ok(submit(py, self.threads, work, keep, move || {
+            // SAFETY: `keep` holds the output arrays until the job ends.
+            let mut slices = unsafe { outputs.into_slices() };
             file.read_batch(&idx, &which, &mut slices)
         }))
     }

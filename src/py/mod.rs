@@ -14,6 +14,17 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _packread(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // Every default is defined once, in the core; the Python package re-exports these.
+    m.add(
+        "DEFAULT_MAX_HEADER_SIZE",
+        crate::npy::DEFAULT_MAX_HEADER_BYTES,
+    )?;
+    m.add(
+        "DEFAULT_MAX_MEMBER_BYTES",
+        crate::zip::DEFAULT_MAX_MEMBER_BYTES,
+    )?;
+    m.add("DEFAULT_CACHE_BYTES", crate::hdf5::DEFAULT_CACHE_BYTES)?;
+    m.add("MAX_THREADS", crate::pool::MAX_THREADS)?;
     m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
     npy::register(m)?;

@@ -7,7 +7,7 @@ use numpy::{PyArrayDescr, PyArrayDescrMethods, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use super::array::{batch_shape, empty, fresh_bytes, numpy_dtype, output};
+use super::array::{batch_shape, empty, fresh_bytes, numpy_dtype, output, Outputs};
 use super::errors::IntoPyResult;
 use super::pending::{submit, PendingRead};
 use crate::npy::{self, Limits, NpySet};
@@ -36,16 +36,16 @@ fn load_npy_file<'py>(
     max_header_size: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
     let limits = limits(max_header_size);
-    let (header, stamp) = py
-        .detach(|| npy::read_file_header(&path, &limits))
+    let (header, stamp, start) = py
+        .detach(|| npy::read_file_start(&path, &limits))
         .py_err(py)?;
     let dtype = numpy_dtype(py, &header.dtype)?;
     let arr = empty(py, &header.shape, &dtype, header.fortran_order)?;
-    let out = fresh_bytes(&arr)?;
+    let out = Outputs::one(fresh_bytes(&arr)?);
     py.detach(move || {
         // SAFETY: `arr` is alive on this frame and nothing else knows it yet.
-        let out = unsafe { out.as_mut_slice() };
-        npy::read_file_data(&path, &header, stamp, out)
+        let out = unsafe { out.into_slice() };
+        npy::read_file_data(&path, &header, stamp, &start, out)
     })
     .py_err(py)?;
     Ok(arr)
@@ -128,6 +128,12 @@ impl NpyReader {
         self.set.paths().to_vec()
     }
 
+    /// How errors name this reader: its first file, and how many more.
+    #[getter]
+    fn location(&self) -> String {
+        self.set.location()
+    }
+
     /// Starts reading samples `idx` into `out`, an array of shape `(len(idx),) + shape`;
     /// indices and `out` are checked now, the read runs on the pool.
     fn read_into(
@@ -137,16 +143,19 @@ impl NpyReader {
         out: &Bound<'_, PyAny>,
     ) -> PyResult<PendingRead> {
         let idx: Vec<i64> = idx.as_array().to_vec();
-        resolve_indices(&idx, self.set.len()).py_err(py)?;
+        resolve_indices(&idx, self.set.len(), &self.set.location()).py_err(py)?;
         let shape = batch_shape(idx.len(), self.set.sample_shape());
-        let raw = output(out, &shape, self.dtype.bind(py))?;
+        let raw = Outputs::one(output(out, &shape, self.dtype.bind(py))?);
         let set = self.set.clone();
+        let work = set.work(idx.len());
         Ok(submit(
+            py,
             self.threads,
+            work,
             vec![out.clone().unbind()],
             move || {
-                // SAFETY: `out` is kept alive by the job until it ends.
-                let out = unsafe { raw.as_mut_slice() };
+                // SAFETY: the job holds `out` until it ends.
+                let out = unsafe { raw.into_slice() };
                 set.read_batch(&idx, out)
             },
         ))

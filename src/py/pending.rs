@@ -11,6 +11,7 @@ use pyo3::types::PyAny;
 use super::errors::to_py;
 use crate::error::{Error, ErrorKind, Result};
 use crate::pending::{self, Pending, Wait};
+use crate::pool::{self, Work};
 
 /// How often a wait comes back for the GIL to let Ctrl-C (and other signals) through.
 const SIGNAL_SLICE: Duration = Duration::from_millis(100);
@@ -29,13 +30,26 @@ pub struct PendingRead {
     outcome: Mutex<Option<std::result::Result<(), Py<PyAny>>>>,
 }
 
-/// Queues `job` on the pool `threads` selects. `keep` holds the arrays the job writes into:
-/// they live until the job has finished, whoever drops the handle first.
+/// Queues `job` on the pool `threads` selects, or runs it now on this thread (the GIL
+/// released) when `work` is tiny: the pool hand-off would cost more than the read. Either way
+/// the caller gets a handle to wait on; an inline one is already done. `keep` holds the
+/// arrays the job writes into: they live until the job has finished, whoever drops the
+/// handle first.
 pub fn submit(
+    py: Python<'_>,
     threads: Option<usize>,
+    work: Work,
     keep: Vec<Py<PyAny>>,
     job: impl FnOnce() -> Result<()> + Send + 'static,
 ) -> PendingRead {
+    if work.is_tiny() {
+        let result = py.detach(|| pool::run_inline(job));
+        drop(keep);
+        return PendingRead {
+            pending: pending::ready(result),
+            outcome: Mutex::new(None),
+        };
+    }
     let pending = pending::spawn(threads, move || {
         let result = job();
         // Dropped here, on the pool thread, without the GIL: pyo3 defers the decrements to

@@ -7,9 +7,7 @@ use numpy::{PyArrayDescr, PyArrayDescrMethods, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-use super::array::{
-    batch_shape, check_disjoint, empty, fresh_bytes, numpy_dtype, output, slices, RawOut,
-};
+use super::array::{batch_shape, empty, fresh_bytes, numpy_dtype, output, Outputs, RawOut};
 use super::errors::{invalid_argument, to_py, IntoPyResult};
 use super::pending::{submit, PendingRead};
 use crate::codec::NpyExpect;
@@ -17,7 +15,7 @@ use crate::error::{Error, ErrorKind};
 use crate::npy::Limits;
 use crate::npz::{self, Content, NpzSet};
 use crate::plan::resolve_indices;
-use crate::pool;
+use crate::pool::{self, Work};
 use crate::source::{SharedFile, Source};
 use crate::zip::{ZipIndex, ZipLimits};
 
@@ -40,10 +38,12 @@ fn limits(verify_crc: bool, max_member_bytes: u64, max_header_size: usize) -> Zi
     }
 }
 
-const DEFAULT_MAX_MEMBER: u64 = 4 << 30;
-
-fn check_positions(py: Python<'_>, positions: &[i64], len: usize) -> PyResult<Vec<usize>> {
-    crate::plan::resolve_indices(positions, len).py_err(py)
+fn check_positions<S: Source>(
+    py: Python<'_>,
+    positions: &[i64],
+    index: &ZipIndex<S>,
+) -> PyResult<Vec<usize>> {
+    resolve_indices(positions, index.len(), index.location()).py_err(py)
 }
 
 /// Members of one ZIP archive read by name or position. See `packread.ZipReader`.
@@ -56,7 +56,7 @@ pub struct ZipReader {
 #[pymethods]
 impl ZipReader {
     #[new]
-    #[pyo3(signature = (path, verify_crc = true, max_member_bytes = DEFAULT_MAX_MEMBER, max_header_size = crate::npy::DEFAULT_MAX_HEADER_BYTES, num_threads = None))]
+    #[pyo3(signature = (path, verify_crc = true, max_member_bytes = crate::zip::DEFAULT_MAX_MEMBER_BYTES, max_header_size = crate::npy::DEFAULT_MAX_HEADER_BYTES, num_threads = None))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
@@ -95,14 +95,14 @@ impl ZipReader {
     /// Raises the error reading the member at `position` would raise before any data is read
     /// (encryption, method, size limits, a bad local header).
     fn check(&self, py: Python<'_>, position: i64) -> PyResult<()> {
-        let i = check_positions(py, &[position], self.index.len())?[0];
+        let i = check_positions(py, &[position], &self.index)?[0];
         let index = &self.index;
         py.detach(|| index.member_data(i)).py_err(py).map(|_| ())
     }
 
     /// `(name, size, compressed_size, method, crc32)` of the member at `position`.
     fn info(&self, py: Python<'_>, position: i64) -> PyResult<(String, u64, u64, u16, u32)> {
-        let i = check_positions(py, &[position], self.index.len())?[0];
+        let i = check_positions(py, &[position], &self.index)?[0];
         let m = &self.index.members()[i];
         Ok((
             m.name().to_string(),
@@ -113,14 +113,20 @@ impl ZipReader {
         ))
     }
 
-    /// The whole decoded member at `position`.
+    /// The whole decoded member at `position`, decoded straight into the returned `bytes`
+    /// (the GIL released meanwhile: nothing else can see the object yet).
     fn read<'py>(&self, py: Python<'py>, position: i64) -> PyResult<Bound<'py, PyBytes>> {
-        let i = check_positions(py, &[position], self.index.len())?[0];
+        let i = check_positions(py, &[position], &self.index)?[0];
         let index = &self.index;
-        let data = py
-            .detach(|| pool::install_with(self.threads, || index.read(i)))
-            .py_err(py)?;
-        Ok(PyBytes::new(py, &data))
+        // Limits and method first: the size below is then one the reader agreed to allocate.
+        py.detach(|| index.member_data(i)).py_err(py)?;
+        let size = usize::try_from(index.members()[i].size())
+            .map_err(|_| invalid_argument(py, "member too large for this platform"))?;
+        let threads = self.threads;
+        PyBytes::new_with(py, size, |buf| {
+            py.detach(|| pool::install_with(threads, || index.read_into(i, buf)))
+                .py_err(py)
+        })
     }
 
     /// `(dtype, shape)` from the NPY header of the member at `position`, or None if it is not
@@ -130,7 +136,7 @@ impl ZipReader {
         py: Python<'py>,
         position: i64,
     ) -> PyResult<Option<(Bound<'py, PyArrayDescr>, Bound<'py, PyTuple>)>> {
-        let i = check_positions(py, &[position], self.index.len())?[0];
+        let i = check_positions(py, &[position], &self.index)?[0];
         let index = &self.index;
         let Some(header) = py.detach(|| index.npy_header(i)).py_err(py)? else {
             return Ok(None);
@@ -149,7 +155,7 @@ impl ZipReader {
         positions: PyReadonlyArray1<'_, i64>,
         out: &Bound<'_, PyAny>,
     ) -> PyResult<PendingRead> {
-        let positions = check_positions(py, positions.as_slice()?, self.index.len())?;
+        let positions = check_positions(py, positions.as_slice()?, &self.index)?;
         let arr = out
             .cast::<numpy::PyUntypedArray>()
             .map_err(|_| invalid_argument(py, "out= must be a numpy.ndarray"))?;
@@ -164,15 +170,21 @@ impl ZipReader {
                 ),
             ));
         }
-        let raw = output(out, &shape, &dtype)?;
+        let raw = Outputs::one(output(out, &shape, &dtype)?);
         let sample_bytes = shape[1..].iter().product::<usize>() * dtype.itemsize();
         let index = self.index.clone();
+        let work = Work {
+            units: positions.len(),
+            bytes: (positions.len() as u64).saturating_mul(sample_bytes as u64),
+        };
         Ok(submit(
+            py,
             self.threads,
+            work,
             vec![out.clone().unbind()],
             move || {
-                // SAFETY: `out` is kept alive by the job until it ends.
-                index.read_raw_batch(&positions, sample_bytes, unsafe { raw.as_mut_slice() })
+                // SAFETY: the job holds `out` until it ends.
+                index.read_raw_batch(&positions, sample_bytes, unsafe { raw.into_slice() })
             },
         ))
     }
@@ -186,8 +198,8 @@ impl ZipReader {
         out: &Bound<'_, PyAny>,
         reference: i64,
     ) -> PyResult<PendingRead> {
-        let positions = check_positions(py, positions.as_slice()?, self.index.len())?;
-        let reference = check_positions(py, &[reference], self.index.len())?[0];
+        let positions = check_positions(py, positions.as_slice()?, &self.index)?;
+        let reference = check_positions(py, &[reference], &self.index)?[0];
         let index = self.index.clone();
         let header = py
             .detach(|| index.npy_header(reference))
@@ -203,19 +215,29 @@ impl ZipReader {
                 )
             })?;
         let dtype = numpy_dtype(py, &header.dtype)?;
-        let raw = output(out, &batch_shape(positions.len(), &header.shape), &dtype)?;
+        let raw = Outputs::one(output(
+            out,
+            &batch_shape(positions.len(), &header.shape),
+            &dtype,
+        )?);
         let expect = Arc::new(NpyExpect {
             dtype: header.dtype,
             shape: header.shape,
             limits: index.limits().npy,
             keep_layout: false,
         });
+        let work = Work {
+            units: positions.len(),
+            bytes: (positions.len() as u64).saturating_mul(expect.data_len() as u64),
+        };
         Ok(submit(
+            py,
             self.threads,
+            work,
             vec![out.clone().unbind()],
             move || {
-                // SAFETY: `out` is kept alive by the job until it ends.
-                index.read_npy_batch(&positions, &expect, unsafe { raw.as_mut_slice() })
+                // SAFETY: the job holds `out` until it ends.
+                index.read_npy_batch(&positions, &expect, unsafe { raw.into_slice() })
             },
         ))
     }
@@ -232,7 +254,7 @@ pub struct NpzReader {
 #[pymethods]
 impl NpzReader {
     #[new]
-    #[pyo3(signature = (paths, verify_crc = true, max_member_bytes = DEFAULT_MAX_MEMBER, max_header_size = crate::npy::DEFAULT_MAX_HEADER_BYTES, num_threads = None))]
+    #[pyo3(signature = (paths, verify_crc = true, max_member_bytes = crate::zip::DEFAULT_MAX_MEMBER_BYTES, max_header_size = crate::npy::DEFAULT_MAX_HEADER_BYTES, num_threads = None))]
     fn new(
         py: Python<'_>,
         paths: Vec<PathBuf>,
@@ -262,6 +284,12 @@ impl NpzReader {
     #[getter]
     fn paths(&self) -> Vec<PathBuf> {
         self.set.paths().to_vec()
+    }
+
+    /// How errors name this reader: its first file, and how many more.
+    #[getter]
+    fn location(&self) -> String {
+        self.set.location()
     }
 
     /// Keys in the first file's member order.
@@ -300,7 +328,7 @@ impl NpzReader {
             .map(|k| self.set.key_position(k))
             .collect::<Result<Vec<_>, _>>()
             .py_err(py)?;
-        resolve_indices(&idx, self.set.len()).py_err(py)?;
+        resolve_indices(&idx, self.set.len(), &self.set.location()).py_err(py)?;
         let raws = positions
             .iter()
             .zip(&outs)
@@ -312,12 +340,13 @@ impl NpzReader {
                 )
             })
             .collect::<PyResult<Vec<RawOut>>>()?;
-        check_disjoint(&raws).py_err(py)?;
+        let outputs = Outputs::disjoint(raws).py_err(py)?;
         let set = self.set.clone();
         let keep = outs.into_iter().map(Bound::unbind).collect();
-        Ok(submit(self.threads, keep, move || {
-            // SAFETY: the outputs are kept alive by the job until it ends, and are disjoint.
-            let mut slices = unsafe { slices(&raws) };
+        let work = self.set.work(idx.len(), &positions);
+        Ok(submit(py, self.threads, work, keep, move || {
+            // SAFETY: `keep` holds the output arrays until the job ends.
+            let mut slices = unsafe { outputs.into_slices() };
             set.read_batch(&idx, &positions, &mut slices)
         }))
     }
@@ -325,7 +354,7 @@ impl NpzReader {
 
 /// Loads a whole NPZ file: `dict[key, ndarray | bytes]`, as `dict(numpy.load(path))`.
 #[pyfunction]
-#[pyo3(signature = (path, verify_crc = true, max_member_bytes = DEFAULT_MAX_MEMBER, max_header_size = crate::npy::DEFAULT_MAX_HEADER_BYTES))]
+#[pyo3(signature = (path, verify_crc = true, max_member_bytes = crate::zip::DEFAULT_MAX_MEMBER_BYTES, max_header_size = crate::npy::DEFAULT_MAX_HEADER_BYTES))]
 fn load_npz_file<'py>(
     py: Python<'py>,
     path: PathBuf,
@@ -337,7 +366,8 @@ fn load_npz_file<'py>(
     let (index, contents) = py
         .detach(|| {
             let index = ZipIndex::open(path, limits)?;
-            let contents = npz::contents(&index)?;
+            let contents =
+                pool::install_sized(None, npz::load_work(&index), || npz::contents(&index))?;
             Ok::<_, Error>((index, contents))
         })
         .py_err(py)?;
@@ -348,7 +378,7 @@ fn load_npz_file<'py>(
 /// (`numpy.frombuffer`: zero-copy and contiguous). Stored, aligned arrays are zero-copy,
 /// read-only views of it; compressed ones are inflated in parallel.
 #[pyfunction]
-#[pyo3(signature = (buffer, verify_crc = true, max_member_bytes = DEFAULT_MAX_MEMBER, max_header_size = crate::npy::DEFAULT_MAX_HEADER_BYTES))]
+#[pyo3(signature = (buffer, verify_crc = true, max_member_bytes = crate::zip::DEFAULT_MAX_MEMBER_BYTES, max_header_size = crate::npy::DEFAULT_MAX_HEADER_BYTES))]
 fn load_npz_buffer<'py>(
     py: Python<'py>,
     buffer: PyReadonlyArray1<'py, u8>,
@@ -362,7 +392,8 @@ fn load_npz_buffer<'py>(
     let (index, contents) = py
         .detach(|| {
             let index = ZipIndex::from_bytes("<buffer>", bytes, limits)?;
-            let contents = npz::contents(&index)?;
+            let contents =
+                pool::install_sized(None, npz::load_work(&index), || npz::contents(&index))?;
             npz::verify_stored(&index, &contents)?;
             Ok::<_, Error>((index, contents))
         })
@@ -418,8 +449,12 @@ fn load_contents<'py, S: Source>(
                 to_read.push(content);
             }
             Content::Bytes { key, member } => {
-                let data = py.detach(|| index.read(*member)).py_err(py)?;
-                slots.push((key.clone(), None, Some(PyBytes::new(py, &data).into_any())));
+                let size = usize::try_from(index.members()[*member].size())
+                    .map_err(|_| invalid_argument(py, "member too large for this platform"))?;
+                let data = PyBytes::new_with(py, size, |buf| {
+                    py.detach(|| index.read_into(*member, buf)).py_err(py)
+                })?;
+                slots.push((key.clone(), None, Some(data.into_any())));
             }
         }
     }
@@ -427,13 +462,14 @@ fn load_contents<'py, S: Source>(
         .iter()
         .map(fresh_bytes)
         .collect::<PyResult<Vec<RawOut>>>()?;
+    // Separate allocations: disjoint by construction, checked all the same.
+    let outputs = Outputs::disjoint(raws).py_err(py)?;
     if !to_read.is_empty() {
         let index_ref = index;
         let to_read_ref = &to_read;
         py.detach(move || {
             // SAFETY: the arrays were just allocated here and stay alive on this frame.
-            let mut outs: Vec<&mut [u8]> =
-                raws.iter().map(|r| unsafe { r.as_mut_slice() }).collect();
+            let mut outs = unsafe { outputs.into_slices() };
             npz::read_arrays(index_ref, to_read_ref, &mut outs)
         })
         .py_err(py)?;

@@ -1,0 +1,194 @@
+//! A batch's reads of HDF5 datasets: per dataset, contiguous rows, fill values, or the chunks
+//! the tiling says the rows need (straight into the output, via the chunk cache, or scattered),
+//! each chunk's filters undone in reverse order as its mask says.
+
+use std::sync::Arc;
+
+use super::meta::{ChunkLoc, Layout};
+use super::select::{FilterStep, ReadPath};
+use super::Hdf5File;
+use crate::codec::{Pipeline, Step, Wrapper};
+use crate::error::Result;
+use crate::exec::{Dest, Extent, Piece};
+use crate::plan::ChunkRead;
+
+/// Decoded bytes and the pieces to copy out of them.
+pub(super) type ScatterFrom<'a> = (&'a [u8], &'a [Piece]);
+
+/// Extents and side work of one batch.
+#[derive(Default)]
+pub(super) struct BatchPlan {
+    pub(super) extents: Vec<Extent>,
+    /// Per extent: (dataset, file offset) for messages.
+    pub(super) labels: Vec<(usize, u64)>,
+    pub(super) cached: Vec<Cached>,
+    pub(super) fresh: Vec<Fresh>,
+    pub(super) library: Vec<(usize, usize)>,
+}
+
+impl BatchPlan {
+    pub(super) fn push(&mut self, e: Extent, label: (usize, u64)) {
+        self.extents.push(e);
+        self.labels.push(label);
+    }
+}
+
+/// A chunk already in the cache and where its pieces go.
+pub(super) struct Cached {
+    pub(super) slot: usize,
+    pub(super) bytes: Arc<[u8]>,
+    pub(super) pieces: Vec<Piece>,
+}
+
+/// A chunk decoded into a buffer of its own, to be scattered and then cached.
+pub(super) struct Fresh {
+    pub(super) extent: usize,
+    pub(super) slot: usize,
+    pub(super) key: (u32, u64),
+    pub(super) len: usize,
+    pub(super) pieces: Vec<Piece>,
+}
+
+fn fill_extent(fill: &[u8], len: usize, slot: usize, dest: Dest) -> Extent {
+    Extent {
+        file: 0,
+        offset: 0,
+        stored_len: 0,
+        pipeline: Pipeline::new(vec![Step::Fill(fill.into())]),
+        decoded_len: len,
+        out: slot as u32,
+        dest,
+    }
+}
+
+/// The extent decoding one stored chunk: the filters in reverse, skipping those its mask
+/// says were not applied.
+fn chunk_extent(loc: ChunkLoc, filters: &[FilterStep], chunk_bytes: usize, slot: usize) -> Extent {
+    let mut steps = Vec::with_capacity(filters.len());
+    for (i, f) in filters.iter().enumerate().rev() {
+        if i < 32 && loc.mask & (1 << i) != 0 {
+            continue;
+        }
+        if *f == FilterStep::Shuffle(1) {
+            continue; // shuffling 1-byte elements changes nothing
+        }
+        steps.push(match f {
+            FilterStep::Deflate => Step::Inflate(Wrapper::Zlib),
+            FilterStep::Shuffle(n) => Step::Unshuffle { itemsize: *n },
+            FilterStep::Fletcher32 => Step::Fletcher32,
+            FilterStep::Lzf => Step::Lzf,
+            FilterStep::Blosc => Step::Blosc,
+            FilterStep::Blosc2 => Step::Blosc2,
+            FilterStep::Zstd => Step::Zstd,
+            FilterStep::Lz4 => Step::Lz4,
+            FilterStep::Bitshuffle {
+                itemsize,
+                block,
+                inner,
+            } => Step::Bitshuffle {
+                itemsize: *itemsize,
+                block: *block,
+                inner: *inner,
+            },
+        });
+    }
+    Extent {
+        file: 0,
+        offset: loc.addr,
+        stored_len: loc.size as usize,
+        pipeline: Pipeline::new(steps),
+        decoded_len: chunk_bytes,
+        out: slot as u32,
+        dest: Dest::At(0),
+    }
+}
+
+impl Hdf5File {
+    /// Plans the reads of dataset `w` for `rows` into output `slot`.
+    pub(super) fn plan_dataset(
+        &self,
+        w: usize,
+        slot: usize,
+        rows: &[usize],
+        plan: &mut BatchPlan,
+    ) -> Result<()> {
+        let ds = &self.datasets[w];
+        let sb = ds.sample_bytes;
+        match &ds.path {
+            ReadPath::Contiguous(addr) => {
+                for (k, &i) in rows.iter().enumerate() {
+                    let mut e = Extent::raw(0, addr + (i * sb) as u64, sb, Dest::At(k * sb));
+                    e.out = slot as u32;
+                    plan.push(e, (w, addr + (i * sb) as u64));
+                }
+            }
+            ReadPath::Fill => {
+                for k in 0..rows.len() {
+                    plan.push(
+                        fill_extent(&ds.meta.fill, sb, slot, Dest::At(k * sb)),
+                        (w, 0),
+                    );
+                }
+            }
+            ReadPath::Chunked { filters } => self.plan_chunked(w, slot, rows, filters, plan)?,
+            ReadPath::Library(_) | ReadPath::Unreadable(_) => unreachable!("planned elsewhere"),
+        }
+        Ok(())
+    }
+
+    fn plan_chunked(
+        &self,
+        w: usize,
+        slot: usize,
+        rows: &[usize],
+        filters: &[FilterStep],
+        plan: &mut BatchPlan,
+    ) -> Result<()> {
+        let ds = &self.datasets[w];
+        let Layout::Chunked { chunk, chunks, .. } = &ds.meta.layout else {
+            unreachable!("chunked read path on a chunked layout");
+        };
+        let sb = ds.sample_bytes;
+        let c0 = chunk[0];
+        let exact = ds.tiling.is_exact();
+        for ChunkRead {
+            linear,
+            uses,
+            pieces,
+        } in ds.tiling.reads(rows)
+        {
+            let key = (w as u32, linear);
+            if let Some(bytes) = self.cache.get(key) {
+                plan.cached.push(Cached {
+                    slot,
+                    bytes,
+                    pieces,
+                });
+                continue;
+            }
+            let loc = chunks.get(&linear).copied();
+            let mut extent = match loc {
+                None => fill_extent(&ds.meta.fill, ds.chunk_bytes, slot, Dest::At(0)),
+                Some(loc) => chunk_extent(loc, filters, ds.chunk_bytes, slot),
+            };
+            let addr = loc.map_or(0, |l| l.addr);
+            if exact && uses.len() == 1 {
+                extent.dest = Dest::At(uses[0].0 * sb);
+            } else if c0 > 1 && loc.is_some() && self.cache.fits(ds.chunk_bytes) {
+                // Holds several samples: decode once, keep it for the next batch.
+                plan.fresh.push(Fresh {
+                    extent: plan.extents.len(),
+                    slot,
+                    key,
+                    len: ds.chunk_bytes,
+                    pieces,
+                });
+                extent.dest = Dest::At(0);
+            } else {
+                extent.dest = Dest::Scatter(pieces);
+            }
+            plan.push(extent, (w, addr));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,327 @@
+//! Which datasets a reader serves and how each is read: the selection's checks, the common
+//! sample count, and per dataset the read path (pread + decode with the filters packread runs,
+//! libhdf5's own read, or nothing) with its tiling, computed once at open.
+
+use std::collections::HashMap;
+
+use super::library::h5err;
+use super::meta::{
+    DatasetMeta, Filter, Layout, FILTER_BITSHUFFLE, FILTER_BLOSC, FILTER_BLOSC2, FILTER_DEFLATE,
+    FILTER_FLETCHER32, FILTER_LZ4, FILTER_LZF, FILTER_SHUFFLE, FILTER_ZSTD,
+};
+use super::Hdf5Dataset;
+use crate::codec::BitshuffleInner;
+use crate::error::{Error, ErrorKind, Result};
+use crate::plan::Tiling;
+
+/// Which datasets a reader serves.
+#[derive(Debug, Clone)]
+pub enum Selection {
+    /// Every dataset whose first dimension is the file's common sample count.
+    All,
+    /// These, by path.
+    Names(Vec<String>),
+}
+
+impl Selection {
+    /// An explicit list names at least one dataset, each once.
+    pub(super) fn check(&self) -> Result<()> {
+        let Selection::Names(names) = self else {
+            return Ok(());
+        };
+        if names.is_empty() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "",
+                "datasets= is an empty list: name at least one dataset (None reads them all)",
+            ));
+        }
+        let mut seen: Vec<String> = names.iter().map(|n| normalize(n)).collect();
+        seen.sort_unstable();
+        if let Some(w) = seen.windows(2).find(|w| w[0] == w[1]) {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "",
+                format!("datasets= names {:?} more than once", w[0]),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// How a dataset's samples are read.
+#[derive(Debug)]
+pub(super) enum ReadPath {
+    /// One block at this file offset.
+    Contiguous(u64),
+    /// Never written: every sample is the fill value.
+    Fill,
+    /// Chunks decoded by packread.
+    Chunked { filters: Vec<FilterStep> },
+    /// libhdf5 reads it; the reason is kept for `info`.
+    Library(String),
+    /// Nobody can: the error to raise when it is read.
+    Unreadable(String),
+}
+
+/// One filter of the write pipeline, as packread decodes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum FilterStep {
+    Deflate,
+    Shuffle(usize),
+    Fletcher32,
+    Lzf,
+    Blosc,
+    Blosc2,
+    Zstd,
+    Lz4,
+    Bitshuffle {
+        itemsize: usize,
+        block: usize,
+        inner: BitshuffleInner,
+    },
+}
+
+pub(super) fn normalize(name: &str) -> String {
+    if name.starts_with('/') {
+        name.to_string()
+    } else {
+        format!("/{name}")
+    }
+}
+
+/// The datasets a selection keeps, the sample count, and what was left out (with why).
+pub(super) type Selected = (Vec<Hdf5Dataset>, usize, Vec<(String, String)>);
+
+/// Keeps the datasets a selection asks for, checks they share the sample count, and decides
+/// how each is read.
+pub(super) fn select(
+    metas: Vec<DatasetMeta>,
+    selection: &Selection,
+    location: &str,
+) -> Result<Selected> {
+    let mut skipped = Vec::new();
+    let explicit = matches!(selection, Selection::Names(_));
+    let mut usable = Vec::new();
+    for m in metas {
+        let at = format!("{location}:{}", m.name);
+        let problem = if m.shape.is_empty() {
+            Some("is a scalar (no first axis to index)".to_string())
+        } else if m.vlen.is_some() && m.shape.len() != 1 {
+            Some("variable-length data of rank > 1 is not supported".to_string())
+        } else {
+            m.dtype_problem.clone()
+        };
+        match problem {
+            Some(why) if explicit => return Err(Error::new(ErrorKind::Unsupported, at, why)),
+            Some(why) => skipped.push((m.name.clone(), why)),
+            None => usable.push(m),
+        }
+    }
+    let samples = if explicit {
+        let first = usable.first().map_or(0, |m| m.shape[0]);
+        if let Some(m) = usable.iter().find(|m| m.shape[0] != first) {
+            return Err(Error::new(
+                ErrorKind::Inconsistent,
+                format!("{location}:{}", m.name),
+                format!(
+                    "has {} samples, but {} has {first}",
+                    m.shape[0], usable[0].name
+                ),
+            ));
+        }
+        first
+    } else {
+        // The most common first dimension (the larger on a tie).
+        let mut counts: HashMap<usize, usize> = HashMap::new();
+        for m in &usable {
+            *counts.entry(m.shape[0]).or_default() += 1;
+        }
+        let best = counts
+            .into_iter()
+            .max_by_key(|&(n, c)| (c, n))
+            .map_or(0, |(n, _)| n);
+        usable.retain(|m| {
+            let keep = m.shape[0] == best;
+            if !keep {
+                skipped.push((
+                    m.name.clone(),
+                    format!("has {} samples, not {best}", m.shape[0]),
+                ));
+            }
+            keep
+        });
+        best
+    };
+    let mut datasets = Vec::with_capacity(usable.len());
+    for m in usable {
+        let ds = dataset(m, location)?;
+        match (&ds.path, explicit) {
+            // Asked for everything: leave out what nobody can decode, and say why.
+            (ReadPath::Unreadable(why), false) => skipped.push((ds.meta.name.clone(), why.clone())),
+            _ => datasets.push(ds),
+        }
+    }
+    Ok((datasets, samples, skipped))
+}
+
+fn dataset(meta: DatasetMeta, location: &str) -> Result<Hdf5Dataset> {
+    let at = format!("{location}:{}", meta.name);
+    let dtype = meta.dtype.clone().expect("selected datasets have a dtype");
+    let itemsize = dtype.itemsize();
+    let sample_bytes = meta.shape[1..].iter().product::<usize>() * itemsize;
+    let mut chunk_bytes = 0;
+    let tiling = match &meta.layout {
+        Layout::Chunked { chunk, .. } => {
+            Tiling::new(&meta.shape, chunk, itemsize).map_err(|m| h5err(&at, m))?
+        }
+        _ => Tiling::default(),
+    };
+    let path = match &meta.layout {
+        Layout::Contiguous { addr: Some(a) } => ReadPath::Contiguous(*a),
+        Layout::Contiguous { addr: None } => ReadPath::Fill,
+        Layout::Other(why) => ReadPath::Library(why.clone()),
+        Layout::Chunked { chunk, .. } => {
+            chunk_bytes = chunk.iter().product::<usize>() * itemsize;
+            match native_filters(&meta.filters, chunk_bytes, meta.vlen.is_some(), &at)? {
+                Some(filters) => ReadPath::Chunked { filters },
+                None => match meta.filters.iter().find(|f| !f.available) {
+                    Some(f) => ReadPath::Unreadable(format!(
+                        "filter {} ({}) is not available: packread cannot decode this pipeline and its libhdf5 lacks the filter",
+                        f.id,
+                        if f.name.is_empty() { "unknown" } else { &f.name }
+                    )),
+                    None => ReadPath::Library("a filter packread does not decode".into()),
+                },
+            }
+        }
+    };
+    Ok(Hdf5Dataset {
+        meta,
+        dtype,
+        path,
+        sample_bytes,
+        chunk_bytes,
+        tiling,
+    })
+}
+
+/// The pipeline packread decodes itself, or `None` if a filter needs libhdf5. Parameters are
+/// checked here: a malformed pipeline is an error, not a guess.
+fn native_filters(
+    filters: &[Filter],
+    chunk_bytes: usize,
+    vlen: bool,
+    at: &str,
+) -> Result<Option<Vec<FilterStep>>> {
+    let mut steps = Vec::with_capacity(filters.len());
+    let mut compressors = 0;
+    for f in filters {
+        let bad = |what: &str| {
+            h5err(
+                at,
+                format!(
+                    "filter {} ({}): {what} (parameters {:?})",
+                    f.id, f.name, f.params
+                ),
+            )
+        };
+        steps.push(match f.id {
+            FILTER_DEFLATE => {
+                if f.params.len() != 1 || f.params[0] > 9 {
+                    return Err(bad("expected one parameter, the level 0-9"));
+                }
+                compressors += 1;
+                FilterStep::Deflate
+            }
+            // No parameter: libhdf5 could not set the element size (variable-length data, where
+            // PyTables adds it anyway); the optional filter was then skipped for every chunk
+            // (its mask bit set), and a chunk claiming otherwise fails to decode.
+            FILTER_SHUFFLE if f.params.is_empty() && vlen => FilterStep::Shuffle(0),
+            FILTER_SHUFFLE => {
+                if f.params.len() != 1 || f.params[0] == 0 {
+                    return Err(bad("expected one parameter, the element size"));
+                }
+                FilterStep::Shuffle(f.params[0] as usize)
+            }
+            FILTER_FLETCHER32 => {
+                if !f.params.is_empty() {
+                    return Err(bad("expected no parameters"));
+                }
+                FilterStep::Fletcher32
+            }
+            FILTER_LZF => {
+                if f.params.len() > 3
+                    || (f.params.len() == 3
+                        && f.params[2] != 0
+                        && f.params[2] as usize != chunk_bytes)
+                {
+                    return Err(bad("expected at most (version, lzf version, chunk bytes)"));
+                }
+                compressors += 1;
+                FilterStep::Lzf
+            }
+            // (filter version, blosc version, typesize, chunk bytes, level, shuffle, codec):
+            // the buffer's own header says everything decoding needs.
+            FILTER_BLOSC => {
+                if f.params.len() > 7 {
+                    return Err(bad("expected at most 7 parameters"));
+                }
+                compressors += 1;
+                FilterStep::Blosc
+            }
+            // (filter version, block size, typesize, chunk bytes, level, shuffle, codec, rank,
+            // chunk dimensions): the frame itself says everything decoding needs.
+            FILTER_BLOSC2 => {
+                if f.params.len() > 16 {
+                    return Err(bad("expected at most 16 parameters"));
+                }
+                compressors += 1;
+                FilterStep::Blosc2
+            }
+            FILTER_ZSTD => {
+                if f.params.len() > 1 {
+                    return Err(bad("expected at most one parameter, the level"));
+                }
+                compressors += 1;
+                FilterStep::Zstd
+            }
+            FILTER_LZ4 => {
+                if f.params.len() > 1 {
+                    return Err(bad("expected at most one parameter, the block size"));
+                }
+                compressors += 1;
+                FilterStep::Lz4
+            }
+            // (major, minor, element size, block size, compressor, zstd level)
+            FILTER_BITSHUFFLE => {
+                if !(3..=6).contains(&f.params.len()) || f.params[2] == 0 {
+                    return Err(bad(
+                        "expected 3 to 6 parameters, the third the element size",
+                    ));
+                }
+                let block = f.params.get(3).copied().unwrap_or(0) as usize;
+                if block % 8 != 0 {
+                    return Err(bad("block size is not a multiple of 8"));
+                }
+                let inner = match f.params.get(4).copied().unwrap_or(0) {
+                    0 => BitshuffleInner::None,
+                    2 => BitshuffleInner::Lz4,
+                    3 => BitshuffleInner::Zstd,
+                    other => return Err(bad(&format!("unknown compressor {other}"))),
+                };
+                if inner != BitshuffleInner::None {
+                    compressors += 1;
+                }
+                FilterStep::Bitshuffle {
+                    itemsize: f.params[2] as usize,
+                    block,
+                    inner,
+                }
+            }
+            _ => return Ok(None),
+        });
+    }
+    // Two compressors in a row would need the intermediate size; libhdf5 knows it.
+    Ok((compressors <= 1).then_some(steps))
+}
