@@ -84,7 +84,7 @@ bench: develop
 # no nightly toolchain is needed. `make fuzz` runs every target for FUZZ_SECONDS from the
 # committed seeds (fuzz/corpus) plus what earlier runs found (fuzz/work, not committed);
 # `make fuzz-long` runs each for FUZZ_RUNS inputs (the README's figures).
-FUZZ_TARGETS := npy_header zip_archive deflate shuffle fletcher32 lzf blosc lz4 zstd bitshuffle pipeline planner
+FUZZ_TARGETS := npy_header zip_archive deflate shuffle fletcher32 lzf blosc blosc2 lz4 zstd bitshuffle pipeline planner
 FUZZ_SECONDS ?= 60
 FUZZ_RUNS ?= 10000000
 FUZZ := RUSTC_BOOTSTRAP=1 cargo fuzz

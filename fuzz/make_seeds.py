@@ -151,6 +151,36 @@ def hdf5_seeds(tmp: str) -> None:
         put("blosc", f"pytables{k}", n4 + c)
 
 
+def blosc2_seeds(tmp: str) -> None:
+    """blosc2 frames: hdf5plugin's 1-d chunk (a plain frame) and 3-d chunk (a b2nd array),
+    and PyTables' blosc2 CArray."""
+    rng = np.random.default_rng(3)
+    data = rng.integers(0, 40, (4, 16, 16)).astype("<u2")
+    path = os.path.join(tmp, "blosc2.h5")
+    with h5py.File(path, "w") as f:
+        f.create_dataset(
+            "flat",
+            data=data.reshape(-1),
+            chunks=(256,),
+            **hdf5plugin.Blosc2(cname="lz4", filters=hdf5plugin.Blosc2.SHUFFLE),
+        )
+        f.create_dataset(
+            "b2nd",
+            data=data,
+            chunks=(2, 16, 16),
+            **hdf5plugin.Blosc2(cname="zstd", filters=hdf5plugin.Blosc2.BITSHUFFLE),
+        )
+    for name, nbytes in (("flat", 256 * 2), ("b2nd", 2 * 16 * 16 * 2)):
+        for k, c in enumerate(chunks(path, name)):
+            put("blosc2", f"{name}{k}", struct.pack("<H", nbytes // 4) + c)
+    ptpath = os.path.join(tmp, "pytables_blosc2.h5")
+    with tables.open_file(ptpath, "w") as t:
+        filters = tables.Filters(complevel=5, complib="blosc2:lz4", shuffle=True)
+        t.create_carray("/", "x", obj=data, chunkshape=(1, 16, 16), filters=filters)
+    for k, c in enumerate(chunks(ptpath, "x")):
+        put("blosc2", f"pytables{k}", struct.pack("<H", 16 * 16 * 2 // 4) + c)
+
+
 def planner_seeds() -> None:
     # (head: rank-1 + 4 * itemsize choice, shape, chunk, rows)
     put("planner", "image_rows", bytes([2 + 4 * 0, 8, 3, 4, 1, 2, 4, 0, 7, 7, 3, 1]))
@@ -164,6 +194,7 @@ def main() -> None:
     planner_seeds()
     with tempfile.TemporaryDirectory() as tmp:
         hdf5_seeds(tmp)
+        blosc2_seeds(tmp)
     total = sum(len(fs) for _, _, fs in os.walk(OUT))
     print(f"{total} seeds in {OUT}", file=sys.stderr)
 

@@ -11,7 +11,7 @@ use packread::ErrorKind;
 
 fn step(code: u8, arg: u8) -> Step {
     let itemsize = usize::from(arg % 9);
-    match code % 12 {
+    match code % 13 {
         0 => Step::Inflate(Wrapper::Raw),
         1 => Step::Inflate(Wrapper::Zlib),
         2 => Step::Crc32(u32::from(arg) * 0x0101_0101),
@@ -30,6 +30,7 @@ fn step(code: u8, arg: u8) -> Step {
             shape: Arc::from([usize::from(arg % 5), usize::from(arg / 5 % 5)]),
             itemsize: itemsize.max(1),
         },
+        11 => Step::Blosc2,
         _ => Step::Fill(Arc::from(vec![arg; usize::from(arg % 4)])),
     }
 }

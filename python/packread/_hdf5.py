@@ -348,7 +348,14 @@ class HDF5Reader(Closable):
 
     def close(self) -> None:
         """Releases the file (once no dataset of it is in use elsewhere: each holds it too);
-        later calls raise ``ReaderClosedError``."""
+        later calls raise ``ReaderClosedError``. A ``with`` block closes the reader at its end.
+
+        >>> with HDF5Reader("train.h5") as reader:
+        ...     batch = reader.batch([0, 1])
+        >>> reader.closed
+        True
+        >>> reader.close()  # closing again does nothing
+        """
         if not self.closed:
             super().close()
             for ds in self._datasets.values():

@@ -15,6 +15,9 @@
 //! the chunk or a decode of the wrong size.
 
 use super::CodecError;
+// c-blosc2 (built by build.rs) calls zlib's `compress2`/`uncompress`: link libz-sys even where
+// no Rust code names it (a build without the `hdf5` feature, such as the fuzz targets').
+extern crate libz_sys as _;
 use std::ffi::{c_char, c_int, CStr};
 use std::sync::Once;
 

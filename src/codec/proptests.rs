@@ -1,5 +1,5 @@
 //! Round trips against the reference encoders, on random data of random sizes: every decoder
-//! must give back exactly what the codec's own library (libdeflate, c-blosc, liblz4, libzstd)
+//! must give back exactly what the codec's own library (libdeflate, c-blosc2, liblz4, libzstd)
 //! or the filter's definition (shuffle, Fletcher-32, LZF, bitshuffle) encoded, and refuse an
 //! output of the wrong size.
 
