@@ -83,10 +83,13 @@ bench: develop
 # (-Zsanitizer=address); the machine's stable toolchain accepts them with RUSTC_BOOTSTRAP=1, so
 # no nightly toolchain is needed. `make fuzz` runs every target for FUZZ_SECONDS from the
 # committed seeds (fuzz/corpus) plus what earlier runs found (fuzz/work, not committed);
-# `make fuzz-long` runs each for FUZZ_RUNS inputs (the README's figures).
+# `make fuzz-long` runs each for FUZZ_RUNS inputs, or FUZZ_MAX_SECONDS if that comes first (0:
+# no time cap). Each target's result replaces its line in fuzz/logs/summary.txt (so two
+# `make fuzz-long FUZZ_TARGETS=...` lanes can run side by side, one per core).
 FUZZ_TARGETS := npy_header zip_archive deflate shuffle fletcher32 lzf blosc blosc2 lz4 zstd bitshuffle pipeline planner
 FUZZ_SECONDS ?= 60
 FUZZ_RUNS ?= 10000000
+FUZZ_MAX_SECONDS ?= 0
 FUZZ := RUSTC_BOOTSTRAP=1 cargo fuzz
 FUZZ_FLAGS := -rss_limit_mb=2048 -timeout=20 -print_final_stats=1
 
@@ -101,12 +104,13 @@ fuzz-seeds: develop
 
 define run_fuzz
 	mkdir -p fuzz/work fuzz/logs
-	: > fuzz/logs/summary.txt
+	touch fuzz/logs/summary.txt
 	for t in $(FUZZ_TARGETS); do \
 		mkdir -p fuzz/work/$$t; \
 		$(FUZZ) run -O $$t fuzz/work/$$t fuzz/corpus/$$t -- $(FUZZ_FLAGS) $(1) > fuzz/logs/$$t.log 2>&1 \
 			|| { tail -40 fuzz/logs/$$t.log; echo "fuzz target $$t FAILED (fuzz/logs/$$t.log, fuzz/artifacts/$$t)"; exit 1; }; \
-		echo "$$t: $$(grep -o 'Done [0-9]* runs in [0-9]* second(s)' fuzz/logs/$$t.log)" | tee -a fuzz/logs/summary.txt; \
+		line="$$t: $$(grep -o 'Done [0-9]* runs in [0-9]* second(s)' fuzz/logs/$$t.log)"; echo "$$line"; \
+		flock fuzz/logs/summary.txt sh -c 'grep -v "^$$0:" fuzz/logs/summary.txt > fuzz/logs/summary.new; echo "$$1" >> fuzz/logs/summary.new; sort fuzz/logs/summary.new > fuzz/logs/summary.txt; rm fuzz/logs/summary.new' "$$t" "$$line"; \
 	done
 endef
 
@@ -114,7 +118,7 @@ fuzz: fuzz-build
 	$(call run_fuzz,-max_total_time=$(FUZZ_SECONDS))
 
 fuzz-long: fuzz-build
-	$(call run_fuzz,-runs=$(FUZZ_RUNS))
+	$(call run_fuzz,-runs=$(FUZZ_RUNS) -max_total_time=$(FUZZ_MAX_SECONDS))
 
 # Miri (undefined-behaviour checker) over the core's pure-Rust modules: literal and NPY header
 # parsing, dtypes, the planner and executor, the pure-Rust HDF5 filters, ZIP directory parsing.
