@@ -124,7 +124,7 @@ fuzz-long: fuzz-build
 # parsing, dtypes, the planner and executor, the pure-Rust HDF5 filters, ZIP directory parsing.
 # Needs a nightly toolchain with the miri component, which a fresh machine of this project does
 # not have (only stable is installed): the target says so instead of pretending.
-MIRI_TESTS := literal:: npy_header:: dtype:: plan:: exec:: codec::hdf5_filters codec::transpose
+MIRI_TESTS := literal:: npy_header:: dtype:: plan:: exec:: codec::hdf5_filters codec::transpose zip::
 miri:
 	@cargo +nightly miri --version >/dev/null 2>&1 || { echo "make miri: no nightly toolchain with miri here (rustup +nightly component add miri)"; exit 2; }
 	MIRIFLAGS=-Zmiri-disable-isolation cargo +nightly miri test --lib --no-default-features -- $(MIRI_TESTS)

@@ -906,3 +906,87 @@ impl<S: Source> ZipIndex<S> {
         &self.source
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A one-member stored archive written byte by byte (local header, data, central directory,
+    /// end record), so that the directory parser runs with no file and no C library (under Miri
+    /// too: `make miri`).
+    fn tiny_zip(name: &str, data: &[u8], crc: u32) -> Vec<u8> {
+        let mut z = Vec::new();
+        let n = name.len() as u16;
+        let len = data.len() as u32;
+        z.extend_from_slice(&0x0403_4b50u32.to_le_bytes());
+        for v in [20u16, 0, 0, 0, 0] {
+            z.extend_from_slice(&v.to_le_bytes());
+        }
+        for v in [crc, len, len] {
+            z.extend_from_slice(&v.to_le_bytes());
+        }
+        z.extend_from_slice(&n.to_le_bytes());
+        z.extend_from_slice(&0u16.to_le_bytes());
+        z.extend_from_slice(name.as_bytes());
+        z.extend_from_slice(data);
+        let cd = z.len() as u32;
+        z.extend_from_slice(&0x0201_4b50u32.to_le_bytes());
+        for v in [20u16, 20, 0, 0, 0, 0] {
+            z.extend_from_slice(&v.to_le_bytes());
+        }
+        for v in [crc, len, len] {
+            z.extend_from_slice(&v.to_le_bytes());
+        }
+        for v in [n, 0, 0, 0, 0] {
+            z.extend_from_slice(&v.to_le_bytes());
+        }
+        for v in [0u32, 0] {
+            z.extend_from_slice(&v.to_le_bytes());
+        }
+        z.extend_from_slice(name.as_bytes());
+        let cd_size = z.len() as u32 - cd;
+        z.extend_from_slice(&0x0605_4b50u32.to_le_bytes());
+        for v in [0u16, 0, 1, 1] {
+            z.extend_from_slice(&v.to_le_bytes());
+        }
+        for v in [cd_size, cd] {
+            z.extend_from_slice(&v.to_le_bytes());
+        }
+        z.extend_from_slice(&0u16.to_le_bytes());
+        z
+    }
+
+    #[test]
+    fn directory_of_a_stored_member() {
+        let z = tiny_zip("a.bin", b"hello", 0x3610_a686);
+        let index = ZipIndex::from_bytes("t.zip", &z, ZipLimits::default()).unwrap();
+        assert_eq!(index.len(), 1);
+        let m = &index.members()[0];
+        assert_eq!((m.name(), m.size(), m.method()), ("a.bin", 5, 0));
+        assert_eq!(m.crc32(), 0x3610_a686);
+        assert_eq!(index.position("a.bin"), Some(0));
+        assert_eq!(index.data_start(0).unwrap(), 30 + 5);
+    }
+
+    #[test]
+    fn truncated_or_damaged_directories_are_errors_not_panics() {
+        let z = tiny_zip("a.bin", b"hello", 0x3610_a686);
+        for cut in 0..z.len() {
+            // The end record is the last 22 bytes: every shorter prefix has none.
+            assert!(ZipIndex::from_bytes("t.zip", &z[..cut], ZipLimits::default()).is_err());
+        }
+        for at in 0..z.len() {
+            let mut bad = z.clone();
+            bad[at] ^= 0xA5;
+            // Damage anywhere is an error at open or at the member, or harmless (a field such
+            // as the time); a member that opens never starts past the bytes.
+            if let Ok(index) = ZipIndex::from_bytes("t.zip", &bad, ZipLimits::default()) {
+                for i in 0..index.len() {
+                    if let Ok(start) = index.data_start(i) {
+                        assert!(start <= bad.len() as u64, "damage at byte {at}");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -29,7 +29,7 @@ use hdf5_sys::h5t::{
 use rayon::prelude::*;
 
 use super::meta::Vlen;
-use super::{h5err, with_library, Hdf5File};
+use super::{h5err, with_library, Hdf5Dataset, Hdf5File};
 use crate::error::Result;
 use crate::plan::resolve_indices;
 use crate::pool;
@@ -197,16 +197,21 @@ impl Hdf5File {
         Ok(batch)
     }
 
+    /// Dataset `w`, its name for messages, and what its sequences hold; an error if it is not
+    /// variable-length data.
+    fn vlen_dataset(&self, w: usize) -> Result<(&Hdf5Dataset, String, &Vlen)> {
+        let ds = &self.datasets[w];
+        let at = format!("{}:{}", self.location, ds.name());
+        match ds.meta.vlen.as_ref() {
+            Some(v) => Ok((ds, at, v)),
+            None => Err(h5err(&at, "is not variable-length data")),
+        }
+    }
+
     /// libhdf5 reads each sequence (a variable-length string as its bytes), in the stored byte
     /// order, under its lock; its memory for each is reclaimed at once.
     fn read_ragged_with_library(&self, idx: &[i64], w: usize) -> Result<RaggedBatch> {
-        let ds = &self.datasets[w];
-        let at = format!("{}:{}", self.location, ds.name());
-        let v = ds
-            .meta
-            .vlen
-            .as_ref()
-            .ok_or_else(|| h5err(&at, "is not variable-length data"))?;
+        let (ds, at, v) = self.vlen_dataset(w)?;
         let rows = resolve_indices(idx, self.samples, &self.location)?;
         let elem_bytes = v.base.itemsize() * v.elem_shape.iter().product::<usize>();
         let (bytes, offsets) = with_library(&at, || -> Result<(Vec<u8>, Vec<u64>)> {
@@ -356,13 +361,7 @@ impl Hdf5File {
     /// Phase one of a ragged read of dataset `w`: the heap IDs of samples `idx` (decoded like
     /// any chunk), the collections they point into, and where each sequence lands.
     pub fn plan_ragged(&self, idx: &[i64], w: usize) -> Result<RaggedPlan> {
-        let ds = &self.datasets[w];
-        let at = format!("{}:{}", self.location, ds.name());
-        let v = ds
-            .meta
-            .vlen
-            .as_ref()
-            .ok_or_else(|| h5err(&at, "is not variable-length data"))?;
+        let (ds, at, v) = self.vlen_dataset(w)?;
         if ds.reads_through_library() {
             return Err(h5err(
                 &at,
