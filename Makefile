@@ -122,8 +122,8 @@ fuzz-long: fuzz-build
 
 # Miri (undefined-behaviour checker) over the core's pure-Rust modules: literal and NPY header
 # parsing, dtypes, the planner and executor, the pure-Rust HDF5 filters, ZIP directory parsing.
-# Needs a nightly toolchain with the miri component, which a fresh machine of this project does
-# not have (only stable is installed): the target says so instead of pretending.
+# Needs rustup's nightly toolchain with the miri component (this project's machines carry one
+# beside stable); where it is missing the target says so and fails instead of pretending.
 MIRI_TESTS := literal:: npy_header:: dtype:: plan:: exec:: codec::hdf5_filters codec::transpose zip::
 miri:
 	@cargo +nightly miri --version >/dev/null 2>&1 || { echo "make miri: no nightly toolchain with miri here (rustup +nightly component add miri)"; exit 2; }

@@ -305,6 +305,16 @@ pub(crate) mod tests {
         assert!(blosc2_frame_decompress(&f[..40], &mut out).is_err());
         assert!(blosc2_frame_decompress(&[0u8; 200], &mut out).is_err());
         assert!(blosc2_frame_decompress(&[], &mut out).is_err());
+        // A header naming a filter id c-blosc2 does not define (5..=31): refused before
+        // c-blosc2 builds contexts from it (its own refusal there leaks, see blosc2_shim.c).
+        for id in [5u8, 31, 200] {
+            let mut bad = f.clone();
+            bad[70] = 1;
+            bad[71] = id;
+            let refused = blosc2_frame_decompress(&bad, &mut out).is_err();
+            assert!(refused || id == 200, "filter id {id}");
+            assert_eq!(blosc2_frame_size(&bad).is_err(), id != 200, "filter id {id}");
+        }
         // A chunk, not a frame.
         let c = blosc2_compress(&d, 1, 1, "lz4", 5, false);
         assert!(blosc2_frame_decompress(&c, &mut out).is_err());

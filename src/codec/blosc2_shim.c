@@ -37,6 +37,31 @@ int packread_blosc_chunk_decode(const uint8_t *src, int32_t srclen, uint8_t *dst
   return n;
 }
 
+/* Offsets in a contiguous frame's header (c-blosc2's frame.h, a private header; the format is
+ * documented in c-blosc2's README_CFRAME_FORMAT.rst): the number of filters, then the filter
+ * ids, in the fixed-size part that every frame has. */
+enum { FRAME_NFILTERS_AT = 70, FRAME_FILTERS_AT = 71, FRAME_MIN_HEADER = 87 };
+
+/* Whether the filter ids a frame's header names are ones c-blosc2 accepts. c-blosc2 2.15's
+ * `frame_to_schunk` leaks its compression parameters (and the super-chunk) when the context
+ * it builds from them refuses a filter id, so such a frame is refused here, before c-blosc2
+ * sees it (found by the `blosc2` fuzz target's leak check). `src` holds at least the fixed
+ * header. */
+static int frame_filters_valid(const uint8_t *src) {
+  int nfilters = src[FRAME_NFILTERS_AT];
+  if (nfilters > BLOSC2_MAX_FILTERS) {
+    return 1; /* c-blosc2 refuses this itself, freeing what it allocated */
+  }
+  for (int i = 0; i < nfilters; i++) {
+    int f = src[FRAME_FILTERS_AT + i];
+    if ((f >= BLOSC_LAST_FILTER && f <= BLOSC2_DEFINED_FILTERS_STOP) ||
+        (f > BLOSC_LAST_REGISTERED_FILTER && f <= BLOSC2_GLOBAL_REGISTERED_FILTERS_STOP)) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
 /* Decodes the contiguous frame `src` (`srclen` bytes, read in place, never written) into
  * exactly `dstlen` bytes at `dst`, in C order. With a "b2nd" (or older "caterva") metalayer the
  * frame is an n-dimensional array whose blocks are tiles of the chunk: c-blosc2's b2nd code
@@ -46,6 +71,14 @@ int packread_blosc_chunk_decode(const uint8_t *src, int32_t srclen, uint8_t *dst
 int packread_blosc2_frame_decode(const uint8_t *src, int64_t srclen, uint8_t *dst,
                                  int64_t dstlen, int64_t *size_out, char *why, size_t whylen) {
   *size_out = -1;
+  if (srclen < FRAME_MIN_HEADER) {
+    say(why, whylen, "blosc2: not a valid contiguous frame of %lld bytes", srclen, 0);
+    return -1;
+  }
+  if (!frame_filters_valid(src)) {
+    say(why, whylen, "blosc2: the frame's header names a filter c-blosc2 does not define", 0, 0);
+    return -1;
+  }
   /* c-blosc2 checks the length against the frame header, and with copy = false never frees
    * or writes the buffer it is given. */
   blosc2_schunk *sc = blosc2_schunk_from_buffer((uint8_t *)src, srclen, false);
