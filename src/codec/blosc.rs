@@ -313,7 +313,11 @@ pub(crate) mod tests {
             bad[71] = id;
             let refused = blosc2_frame_decompress(&bad, &mut out).is_err();
             assert!(refused || id == 200, "filter id {id}");
-            assert_eq!(blosc2_frame_size(&bad).is_err(), id != 200, "filter id {id}");
+            assert_eq!(
+                blosc2_frame_size(&bad).is_err(),
+                id != 200,
+                "filter id {id}"
+            );
         }
         // A chunk, not a frame.
         let c = blosc2_compress(&d, 1, 1, "lz4", 5, false);
