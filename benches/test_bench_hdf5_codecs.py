@@ -253,26 +253,18 @@ def image_files(bench_dir: Path, images: np.ndarray) -> dict[str, Path]:
         with h5py.File(p, "w") as f:
             f.create_dataset("images", data=images, chunks=(1, *IMG), **make())
         files[name] = p
-    p = bench_dir / "codec_img_pytables_blosc.h5"
-    with tables.open_file(str(p), "w") as f:  # blosclz, shuffle: PyTables' default blosc
-        f.create_carray(
-            "/",
-            "images",
-            obj=images,
-            chunkshape=(1, *IMG),
-            filters=tables.Filters(5, "blosc"),
-        )
-    files[PYTABLES_BLOSC] = p
-    p = bench_dir / "codec_img_pytables_blosc2.h5"
-    with tables.open_file(str(p), "w") as f:  # blosclz, shuffle: PyTables' default blosc2
-        f.create_carray(
-            "/",
-            "images",
-            obj=images,
-            chunkshape=(1, *IMG),
-            filters=tables.Filters(5, "blosc2"),
-        )
-    files[PYTABLES_BLOSC2] = p
+    # PyTables' default blosc and blosc2 (blosclz, shuffle), one image per chunk.
+    for key, complib in ((PYTABLES_BLOSC, "blosc"), (PYTABLES_BLOSC2, "blosc2")):
+        p = bench_dir / f"codec_img_pytables_{complib}.h5"
+        with tables.open_file(str(p), "w") as f:
+            f.create_carray(
+                "/",
+                "images",
+                obj=images,
+                chunkshape=(1, *IMG),
+                filters=tables.Filters(5, complib),
+            )
+        files[key] = p
     warm_page_cache(files.values())
     return files
 

@@ -81,7 +81,8 @@ unsafe fn run(
     size
 }
 
-unsafe extern "C" fn blosc_filter(
+/// libhdf5's filter callback: blosc2 frames (32026) or blosc chunks (32001).
+unsafe extern "C" fn filter<const BLOSC2_FRAMES: bool>(
     flags: c_uint,
     _cd_nelmts: usize,
     _cd_values: *const c_uint,
@@ -89,20 +90,9 @@ unsafe extern "C" fn blosc_filter(
     buf_size: *mut usize,
     buf: *mut *mut c_void,
 ) -> usize {
+    let decoder = if BLOSC2_FRAMES { &BLOSC2 } else { &BLOSC };
     // SAFETY: called by libhdf5 with a buffer of `nbytes` bytes it allocated.
-    unsafe { run(&BLOSC, flags, nbytes, buf_size, buf) }
-}
-
-unsafe extern "C" fn blosc2_filter(
-    flags: c_uint,
-    _cd_nelmts: usize,
-    _cd_values: *const c_uint,
-    nbytes: usize,
-    buf_size: *mut usize,
-    buf: *mut *mut c_void,
-) -> usize {
-    // SAFETY: called by libhdf5 with a buffer of `nbytes` bytes it allocated.
-    unsafe { run(&BLOSC2, flags, nbytes, buf_size, buf) }
+    unsafe { run(decoder, flags, nbytes, buf_size, buf) }
 }
 
 /// Registers packread's decoders with libhdf5, once per process (registrations survive
@@ -117,12 +107,12 @@ pub unsafe fn register() {
             (
                 FILTER_BLOSC,
                 c"blosc (packread, decode only)",
-                blosc_filter as unsafe extern "C" fn(_, _, _, _, _, _) -> _,
+                filter::<false> as unsafe extern "C" fn(_, _, _, _, _, _) -> _,
             ),
             (
                 FILTER_BLOSC2,
                 c"blosc2 (packread, decode only)",
-                blosc2_filter,
+                filter::<true>,
             ),
         ] {
             let class = H5Z_class2_t {
