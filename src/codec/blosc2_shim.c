@@ -39,8 +39,14 @@ int packread_blosc_chunk_decode(const uint8_t *src, int32_t srclen, uint8_t *dst
 
 /* Offsets in a contiguous frame's header (c-blosc2's frame.h, a private header; the format is
  * documented in c-blosc2's README_CFRAME_FORMAT.rst): the number of filters, then the filter
- * ids, in the fixed-size part that every frame has. */
-enum { FRAME_NFILTERS_AT = 70, FRAME_FILTERS_AT = 71, FRAME_MIN_HEADER = 87 };
+ * ids, in the fixed-size part that every frame has; the header's own length before them. */
+enum {
+  FRAME_HEADER_LEN_AT = 11,
+  FRAME_NFILTERS_AT = 70,
+  FRAME_FILTERS_AT = 71,
+  FRAME_MIN_HEADER = 87,
+  MAX_FRAME_CHUNKS = 4096
+};
 
 /* Whether the filter ids a frame's header names are ones c-blosc2 accepts. c-blosc2 2.15's
  * `frame_to_schunk` leaks its compression parameters (and the super-chunk) when the context
@@ -68,6 +74,9 @@ static int frame_filters_valid(const uint8_t *src) {
  * puts them back in C order. Otherwise it holds one plain chunk. With `dst` NULL, only
  * `*size_out` is set: the bytes the frame decodes to (what the libhdf5 filter allocates).
  * Returns 0, or -1 with a message in `why`. */
+static int frame_decode(const uint8_t *src, int64_t srclen, uint8_t *dst, int64_t dstlen,
+                        int64_t *size_out, char *why, size_t whylen);
+
 int packread_blosc2_frame_decode(const uint8_t *src, int64_t srclen, uint8_t *dst,
                                  int64_t dstlen, int64_t *size_out, char *why, size_t whylen) {
   *size_out = -1;
@@ -79,11 +88,72 @@ int packread_blosc2_frame_decode(const uint8_t *src, int64_t srclen, uint8_t *ds
     say(why, whylen, "blosc2: the frame's header names a filter c-blosc2 does not define", 0, 0);
     return -1;
   }
+  /* The header's length (big-endian, after its msgpack marker). */
+  int64_t header_len = ((int64_t)src[FRAME_HEADER_LEN_AT] << 24) |
+                       ((int64_t)src[FRAME_HEADER_LEN_AT + 1] << 16) |
+                       ((int64_t)src[FRAME_HEADER_LEN_AT + 2] << 8) |
+                       (int64_t)src[FRAME_HEADER_LEN_AT + 3];
+  if (header_len < FRAME_MIN_HEADER || header_len > srclen) {
+    say(why, whylen, "blosc2: frame header of %lld bytes in a frame of %lld", header_len, srclen);
+    return -1;
+  }
+  /* c-blosc2 2.15 checks a chunk's offset against an in-memory frame's length, but reads the
+   * chunk's header at header length + offset, up to header length + 32 bytes past the end
+   * (found by the blosc2 fuzz target under AddressSanitizer). It reads a copy with that much
+   * zeroed room behind it; `frame_chunks_inside` then refuses any chunk whose bytes leave the
+   * frame, before anything is decoded. */
+  size_t room = (size_t)header_len + 64;
+  uint8_t *copy = malloc((size_t)srclen + room);
+  if (copy == NULL) {
+    say(why, whylen, "blosc2: out of memory for a frame of %lld bytes", srclen, 0);
+    return -1;
+  }
+  memcpy(copy, src, (size_t)srclen);
+  memset(copy + srclen, 0, room);
+  int rc = frame_decode(copy, srclen, dst, dstlen, size_out, why, whylen);
+  free(copy);
+  return rc;
+}
+
+/* Whether every chunk of the frame `sc` (read from `frame`, `len` bytes) lies inside it. At most
+ * MAX_FRAME_CHUNKS chunks (an HDF5 blosc2 chunk is a frame of one). */
+static int frame_chunks_inside(blosc2_schunk *sc, const uint8_t *frame, int64_t len) {
+  if (sc->nchunks < 0 || sc->nchunks > MAX_FRAME_CHUNKS) {
+    return 0;
+  }
+  for (int64_t i = 0; i < sc->nchunks; i++) {
+    uint8_t *chunk = NULL;
+    bool needs_free = false;
+    int cbytes = blosc2_schunk_get_lazychunk(sc, i, &chunk, &needs_free);
+    int ok = cbytes >= BLOSC_MIN_HEADER_LENGTH && chunk != NULL;
+    /* A chunk c-blosc2 made itself (zeros, NaNs) is its own allocation; any other points into
+     * the frame. */
+    if (ok && !needs_free) {
+      ok = chunk >= frame && (int64_t)(chunk - frame) <= len - cbytes;
+    }
+    if (needs_free) {
+      free(chunk);
+    }
+    if (!ok) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+static int frame_decode(const uint8_t *src, int64_t srclen, uint8_t *dst, int64_t dstlen,
+                        int64_t *size_out, char *why, size_t whylen) {
   /* c-blosc2 checks the length against the frame header, and with copy = false never frees
    * or writes the buffer it is given. */
   blosc2_schunk *sc = blosc2_schunk_from_buffer((uint8_t *)src, srclen, false);
   if (sc == NULL) {
     say(why, whylen, "blosc2: not a valid contiguous frame of %lld bytes", srclen, 0);
+    return -1;
+  }
+  if (!frame_chunks_inside(sc, src, srclen)) {
+    say(why, whylen, "blosc2: a chunk of the frame (%lld chunks) lies outside its %lld bytes",
+        sc->nchunks, srclen);
+    blosc2_schunk_free(sc);
     return -1;
   }
   int rc = -1;

@@ -190,9 +190,13 @@ proptest! {
         shuffle in 0i32..3,
         codec in prop_oneof![Just("blosclz"), Just("lz4"), Just("lz4hc"), Just("zlib"), Just("zstd")],
     ) {
+        // Whole elements, as every HDF5 chunk holds: c-blosc2 2.15 writes a run of zeros whose
+        // size is not a multiple of the type size as a special chunk its own decoder then
+        // refuses (invalid header), a writer quirk no HDF5 file can contain.
+        let data = &data[..data.len() / typesize * typesize];
         let mut out = vec![0; data.len()];
-        blosc_decompress(&blosc_compress(&data, typesize, shuffle, codec), &mut out).unwrap();
-        prop_assert_eq!(&out, &data);
+        blosc_decompress(&blosc_compress(data, typesize, shuffle, codec), &mut out).unwrap();
+        prop_assert_eq!(&out[..], data);
     }
 
     #[test]
