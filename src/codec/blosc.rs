@@ -319,6 +319,14 @@ pub(crate) mod tests {
                 "filter id {id}"
             );
         }
+        // The frame's chunk claims more bytes than the frame holds (c-blosc2 would read past
+        // the frame): refused before decoding, with a message that says so.
+        let header_len = u32::from_be_bytes(f[11..15].try_into().unwrap()) as usize;
+        let mut bad = f.clone();
+        let claim = u32::try_from(f.len()).unwrap();
+        bad[header_len + 12..header_len + 16].copy_from_slice(&claim.to_le_bytes());
+        let err = blosc2_frame_decompress(&bad, &mut out).unwrap_err();
+        assert!(err.to_string().contains("outside"), "{err}");
         // A chunk, not a frame.
         let c = blosc2_compress(&d, 1, 1, "lz4", 5, false);
         assert!(blosc2_frame_decompress(&c, &mut out).is_err());
