@@ -18,7 +18,8 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use packread::codec::{
-    bitunshuffle_block_with, blosc2_compress, BitshuffleInner, Faults, Kernel, Pipeline, Step,
+    bitshuffle_block, bitunshuffle_block_with, blosc2_compress, lz4_compress_block,
+    BitshuffleInner, Faults, Kernel, Pipeline, Step,
 };
 use packread::ErrorKind;
 
@@ -88,22 +89,6 @@ fn blosc_library(s: &[u8], d: &mut [u8]) {
     assert_eq!(n as usize, d.len());
 }
 
-fn lz4_block(data: &[u8]) -> Vec<u8> {
-    let mut out = vec![0u8; data.len() + data.len() / 255 + 64];
-    // SAFETY: output larger than LZ4_compressBound.
-    let n = unsafe {
-        lz4_sys::LZ4_compress_default(
-            data.as_ptr().cast(),
-            out.as_mut_ptr().cast(),
-            data.len() as i32,
-            out.len() as i32,
-        )
-    };
-    assert!(n > 0);
-    out.truncate(n as usize);
-    out
-}
-
 fn lz4_decode(src: &[u8], dst: &mut [u8]) {
     // SAFETY: bounded by both lengths.
     let n = unsafe {
@@ -115,18 +100,6 @@ fn lz4_decode(src: &[u8], dst: &mut [u8]) {
         )
     };
     assert_eq!(n as usize, dst.len());
-}
-
-/// Bitshuffle of one block of 1-byte elements (bit k of element i -> row k, bit i).
-fn bitshuffle_u8(block: &[u8]) -> Vec<u8> {
-    let row = block.len() / 8;
-    let mut out = vec![0u8; block.len()];
-    for (i, &b) in block.iter().enumerate() {
-        for k in 0..8 {
-            out[k * row + i / 8] |= ((b >> k) & 1) << (i % 8);
-        }
-    }
-    out
 }
 
 fn bench_pair(
@@ -198,7 +171,7 @@ fn codecs(c: &mut Criterion) {
     );
 
     // HDF5 LZ4 framing, one block (hdf5plugin's default block is larger than a chunk).
-    let block = lz4_block(&img);
+    let block = lz4_compress_block(&img);
     let mut framed = (img.len() as u64).to_be_bytes().to_vec();
     framed.extend((img.len() as u32).to_be_bytes());
     framed.extend((block.len() as u32).to_be_bytes());
@@ -217,7 +190,7 @@ fn codecs(c: &mut Criterion) {
     stored.extend(8192u32.to_be_bytes());
     let mut blocks = Vec::new();
     for b in img.chunks(8192) {
-        let c = lz4_block(&bitshuffle_u8(b));
+        let c = lz4_compress_block(&bitshuffle_block(b, 1));
         stored.extend((c.len() as u32).to_be_bytes());
         let at = stored.len();
         stored.extend(&c);
@@ -256,7 +229,10 @@ fn codecs(c: &mut Criterion) {
     g.finish();
 
     // The bit transpose alone, per kernel, on the image's 8192-element blocks.
-    let shuffled: Vec<u8> = img.chunks(8192).flat_map(bitshuffle_u8).collect();
+    let shuffled: Vec<u8> = img
+        .chunks(8192)
+        .flat_map(|b| bitshuffle_block(b, 1))
+        .collect();
     let mut g = c.benchmark_group("hdf5_codecs/bitunshuffle_u8_image");
     g.throughput(Throughput::Bytes(img.len() as u64));
     g.measurement_time(Duration::from_secs(3));

@@ -463,26 +463,28 @@ pub fn bitshuffle_decode(
     Ok(())
 }
 
+/// Bitshuffle's forward transform of one block, written the naive way (bit by bit): the
+/// reference the decoder is tested against, and the encoder of tests and benchmarks.
+#[doc(hidden)]
+pub fn bitshuffle_block(input: &[u8], itemsize: usize) -> Vec<u8> {
+    let n = input.len() / itemsize;
+    let row = n / 8;
+    let mut out = vec![0u8; input.len()];
+    for i in 0..n {
+        for j in 0..itemsize {
+            for k in 0..8 {
+                let bit = (input[i * itemsize + j] >> k) & 1;
+                out[(8 * j + k) * row + i / 8] |= bit << (i % 8);
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::codec::lz4::tests::lz4_compress_block;
-
-    /// The forward transform, written the naive way (bit by bit), for tests.
-    fn bitshuffle_block(input: &[u8], itemsize: usize) -> Vec<u8> {
-        let n = input.len() / itemsize;
-        let row = n / 8;
-        let mut out = vec![0u8; input.len()];
-        for i in 0..n {
-            for j in 0..itemsize {
-                for k in 0..8 {
-                    let bit = (input[i * itemsize + j] >> k) & 1;
-                    out[(8 * j + k) * row + i / 8] |= bit << (i % 8);
-                }
-            }
-        }
-        out
-    }
+    use crate::codec::lz4::lz4_compress_block;
 
     pub(crate) fn encode(
         data: &[u8],

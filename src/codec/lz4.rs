@@ -90,26 +90,27 @@ pub fn lz4_hdf5(input: &[u8], out: &mut [u8]) -> Result<(), CodecError> {
     Ok(())
 }
 
+/// One raw LZ4 block, compressed by liblz4: for tests and benchmarks.
+#[doc(hidden)]
+pub fn lz4_compress_block(data: &[u8]) -> Vec<u8> {
+    let mut out = vec![0u8; data.len() + data.len() / 255 + 64];
+    // SAFETY: the output is larger than LZ4_compressBound.
+    let n = unsafe {
+        lz4_sys::LZ4_compress_default(
+            data.as_ptr().cast(),
+            out.as_mut_ptr().cast(),
+            data.len() as i32,
+            out.len() as i32,
+        )
+    };
+    assert!(n > 0);
+    out.truncate(n as usize);
+    out
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-
-    /// One raw LZ4 block (for tests).
-    pub(crate) fn lz4_compress_block(data: &[u8]) -> Vec<u8> {
-        let mut out = vec![0u8; data.len() + data.len() / 255 + 64];
-        // SAFETY: the output is larger than LZ4_compressBound.
-        let n = unsafe {
-            lz4_sys::LZ4_compress_default(
-                data.as_ptr().cast(),
-                out.as_mut_ptr().cast(),
-                data.len() as i32,
-                out.len() as i32,
-            )
-        };
-        assert!(n > 0);
-        out.truncate(n as usize);
-        out
-    }
 
     /// HDF5 LZ4 framing (for tests), storing incompressible blocks raw.
     pub(crate) fn lz4_hdf5_compress(data: &[u8], block: usize) -> Vec<u8> {

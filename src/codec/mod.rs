@@ -15,13 +15,15 @@ mod proptests;
 
 use std::sync::Arc;
 
-pub use bitshuffle::{bitshuffle_decode, bitunshuffle_block_with, BitshuffleInner, Kernel};
+pub use bitshuffle::{
+    bitshuffle_block, bitshuffle_decode, bitunshuffle_block_with, BitshuffleInner, Kernel,
+};
 pub use blosc::{
     blosc2_compress, blosc2_frame_decompress, blosc2_frame_size, blosc_decompress, BloscHeader,
 };
 pub use deflate::{inflate, inflate_prefix, Wrapper};
 pub use hdf5_filters::{fletcher32, lzf_decompress, strip_fletcher32, unshuffle};
-pub use lz4::{lz4_block, lz4_hdf5};
+pub use lz4::{lz4_block, lz4_compress_block, lz4_hdf5};
 pub use npy_stream::{npy_stream_to_c, NpyExpect};
 pub use transpose::fortran_to_c;
 pub use zstd::zstd_decompress;

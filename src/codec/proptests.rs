@@ -8,7 +8,8 @@ use proptest::prelude::*;
 use super::bitshuffle::default_block;
 use super::bitshuffle::tests::encode as bitshuffle_encode;
 use super::blosc::tests::blosc_compress;
-use super::lz4::tests::{lz4_compress_block, lz4_hdf5_compress};
+use super::lz4::lz4_compress_block;
+use super::lz4::tests::lz4_hdf5_compress;
 use super::zstd::tests::zstd_compress;
 use super::*;
 
