@@ -151,7 +151,9 @@ fn codecs(c: &mut Criterion) {
             c,
             &name.replacen("blosc_", "blosc2_frame_", 1),
             &frame,
-            Step::Blosc2,
+            Step::Blosc2 {
+                shape: [data.len() / typesize].into(),
+            },
             data,
             &mut bare,
         );

@@ -6,6 +6,10 @@ PyTables. Crafted bad frames raise HDF5Error naming the file, dataset and chunk.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import h5py
 import hdf5plugin
 import numpy as np
@@ -26,6 +30,9 @@ FILTERS = {
 LAYOUTS = {
     "nd-one-sample": ((17, 3, 10, 12), (1, 3, 10, 12)),
     "nd-unaligned": ((17, 3, 10, 12), (4, 2, 7, 5)),
+    # Large chunks: the writers pick blocks (4, 3, 64, 64), tiles of the chunk that are not
+    # contiguous in C order, which packread puts back in place.
+    "nd-tiled": ((10, 3, 128, 128), (4, 3, 128, 128)),
     "2d-rows": ((40, 300), (3, 300)),
     "1d": ((1000,), (96,)),
 }
@@ -114,6 +121,18 @@ def test_pytables_blosc2_matches_pytables(tmp_path, complib, shuffle):
         _check(path, name, want=want)
 
 
+def test_pytables_blosc2_tiled_chunks(tmp_path):
+    # (4, 3, 128, 128) chunks are stored as blocks of (4, 3, 64, 64) by PyTables' blosc2.
+    data = sample_data(np.random.default_rng(6), (10, 3, 128, 128), "<f4")
+    path = tmp_path / "tiled.h5"
+    filters = tables.Filters(complevel=5, complib="blosc2:zstd", shuffle=True)
+    with tables.open_file(str(path), "w") as f:
+        f.create_carray("/", "c", obj=data, filters=filters, chunkshape=(4, 3, 128, 128))
+    with tables.open_file(str(path), "r") as f:
+        want = f.root.c[:]
+    _check(path, "c", want=want)
+
+
 # --------------------------------------------------------------------------------------------
 # through libhdf5: packread registers its blosc2 decoder with its own libhdf5
 
@@ -199,3 +218,57 @@ def test_crafted_bad_blosc2_frames_raise_hdf5error(tmp_path, corruption, chunks)
         good = [i for i in range(len(r)) if not first <= i < first + chunks[0]]
         want = np.stack([f["x"][i] for i in good])
     assert_same(r.batch(good), want)
+
+
+# --------------------------------------------------------------------------------------------
+# damaged files from a mutation run (PyTables-style b2nd chunks, lz4 and zstd with shuffles)
+# that crashed the process inside c-blosc2's frame and b2nd readers (SIGSEGV, SIGFPE, a
+# corrupted heap): each is now read in a child process of its own, where a crash shows as a
+# signal, and must give packread's error or the data h5py + hdf5plugin read.
+
+DAMAGED = sorted((Path(__file__).parent / "fixtures" / "damaged_blosc2").glob("*.h5"))
+
+_READ_EVERY_CHUNK = """
+import sys, numpy as np, packread
+r = packread.HDF5Reader(sys.argv[1], "x")
+out = []
+for i in range(0, len(r), 2):  # one chunk (2 samples) at a time, then all at once
+    try:
+        np.save(sys.argv[2] + f"_{i}.npy", r.batch(range(i, i + 2)))
+    except packread.HDF5Error as e:
+        out.append(f"{i}: {e}")
+try:
+    r.batch(range(len(r)))
+except packread.HDF5Error as e:
+    out.append(f"all: {e}")
+print("\\n".join(out))
+"""
+
+
+@pytest.mark.parametrize("path", DAMAGED, ids=[p.stem for p in DAMAGED])
+def test_damaged_blosc2_files_never_crash(tmp_path, path):
+    assert len(DAMAGED) == 5
+    proc = subprocess.run(
+        [sys.executable, "-c", _READ_EVERY_CHUNK, str(path), str(tmp_path / "got")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
+    errors = dict(line.split(": ", 1) for line in proc.stdout.splitlines())
+    assert "all" in errors, "every file has a damaged chunk"
+    assert str(path) in errors["all"] and ":/x (chunk at byte" in errors["all"], errors["all"]
+    with h5py.File(path, "r") as f:
+        for i in range(0, f["x"].shape[0], 2):
+            try:
+                want = f["x"][i : i + 2]
+            except OSError:
+                want = None  # h5py + hdf5plugin refuse this chunk too
+            if str(i) in errors:
+                # A chunk packread refuses, h5py must refuse as well.
+                assert want is None, f"chunk {i}: h5py reads it, packread says {errors[str(i)]}"
+            else:
+                assert want is not None, f"chunk {i}: h5py refuses it, packread read it"
+                assert_same(np.load(tmp_path / f"got_{i}.npy"), want)
+        # The undamaged dataset beside it reads as h5py reads it.
+        assert_same(packread.HDF5Reader(path, "y").batch(range(8)), f["y"][:])

@@ -16,8 +16,8 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(size) = blosc2_frame_size(input) {
         // A size the frame declares is only a claim: decoding into it must still be checked.
         let mut out = vec![0u8; size.min(1 << 20)];
-        let _ = blosc2_frame_decompress(input, &mut out);
+        let _ = blosc2_frame_decompress(input, &mut out, None);
     }
     let mut out = vec![0u8; n];
-    let _ = blosc2_frame_decompress(input, &mut out);
+    let _ = blosc2_frame_decompress(input, &mut out, None);
 });

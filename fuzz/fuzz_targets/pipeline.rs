@@ -30,7 +30,9 @@ fn step(code: u8, arg: u8) -> Step {
             shape: Arc::from([usize::from(arg % 5), usize::from(arg / 5 % 5)]),
             itemsize: itemsize.max(1),
         },
-        11 => Step::Blosc2,
+        11 => Step::Blosc2 {
+            shape: Arc::from([usize::from(arg)]),
+        },
         _ => Step::Fill(Arc::from(vec![arg; usize::from(arg % 4)])),
     }
 }

@@ -1,44 +1,47 @@
-//! Blosc buffers, decoded by c-blosc2 (compiled into the extension by `build.rs`, against the
-//! same lz4, zstd and zlib as the rest of packread):
+//! Blosc chunks, decoded by c-blosc2 (compiled into the extension by `build.rs`, against the
+//! same lz4, zstd and zlib as the rest of packread): blosc 1.x chunks (HDF5 filter 32001, as
+//! PyTables and hdf5plugin write them; every inner codec, byte and bit shuffle, memcpy'ed
+//! buffers) and blosc2 chunks (inside the frames of HDF5 filter 32026, see
+//! [`super::blosc2_frame`]).
 //!
-//! - blosc 1.x chunks (HDF5 filter 32001, as PyTables and hdf5plugin write them): every inner
-//!   codec (blosclz, lz4, lz4hc, zlib, zstd), byte and bit shuffle, memcpy'ed buffers; c-blosc2
-//!   reads the blosc 1.x format (and its own);
-//! - blosc2 contiguous frames (HDF5 filter 32026, hdf5plugin's `Blosc2` and PyTables'
-//!   `blosc2:*`): one frame per HDF5 chunk holding one blosc2 chunk, or, when the chunk has
-//!   dimensions, a b2nd array whose blocks are tiles of the chunk (put back in C order here).
-//!
-//! Every call uses decompression contexts of its own with one thread, so calls from the pool's
-//! threads never share state. c-blosc2 bounds its reads by the sizes in the buffer's header and
-//! its writes by the destination size; the headers are still checked against what was stored
-//! and what the chunk holds first: a header that disagrees is an error here, never a read past
-//! the chunk or a decode of the wrong size.
+//! c-blosc2 is handed one chunk at a time, and only after its header was checked here against
+//! what was stored and what the chunk must decode to ([`check_chunk`]): sizes, block size, type
+//! size, the codec and every filter. c-blosc2 would otherwise look an unknown codec or filter
+//! id up as a plugin (running `python -c "import blosc2_<name>"` through `popen` and loading
+//! what it prints, from whichever pool thread met the chunk, while it edits global tables
+//! without a lock), or trust a lazy chunk's pointers into a file it does not have. Chunks that
+//! are one value repeated (zeros, NaN, a run of one value, "uninitialised") are written here.
+//! Every decode uses a context of its own with one thread, so calls from the pool's threads
+//! never share state.
 
 use super::CodecError;
 // c-blosc2 (built by build.rs) calls zlib's `compress2`/`uncompress`: link libz-sys even where
 // no Rust code names it (a build without the `hdf5` feature, such as the fuzz targets').
 extern crate libz_sys as _;
-use std::ffi::{c_char, c_int, CStr};
+use std::ffi::{c_char, c_int};
 use std::sync::Once;
 
 /// Bytes of a blosc chunk header (the part blosc 1.x and blosc2 share).
 pub const BLOSC_HEADER: usize = 16;
-/// Chunk format versions: 2 is blosc 1.x, 3 to 5 blosc2 (c-blosc2 reads them all).
+/// Bytes of a blosc2 chunk header with the filter pipeline (the "extended" header).
+pub const BLOSC2_HEADER: usize = 32;
+/// Chunk format versions: 1 and 2 are blosc 1.x, 3 to 5 blosc2 (c-blosc2 reads them all).
 const FORMAT_VERSIONS: std::ops::RangeInclusive<u8> = 1..=5;
+/// c-blosc2's largest block (`BLOSC2_MAXBLOCKSIZE`).
+const MAX_BLOCK: usize = 536_866_816;
+
+/// Header flag bits (c-blosc2's `BLOSC_DOSHUFFLE`, `BLOSC_MEMCPYED`, `BLOSC_DOBITSHUFFLE`).
+const DOSHUFFLE: u8 = 0x1;
+const MEMCPYED: u8 = 0x2;
+const DOBITSHUFFLE: u8 = 0x4;
+/// blosc2 flag bits (byte 31 of the extended header).
+const LAZY_CHUNK: u8 = 0x08;
+const INSTRUMENTED: u8 = 0x80;
 
 extern "C" {
     fn packread_blosc2_init();
     fn packread_blosc_chunk_decode(src: *const u8, srclen: i32, dst: *mut u8, dstlen: i32)
         -> c_int;
-    fn packread_blosc2_frame_decode(
-        src: *const u8,
-        srclen: i64,
-        dst: *mut u8,
-        dstlen: i64,
-        size_out: *mut i64,
-        why: *mut c_char,
-        whylen: usize,
-    ) -> c_int;
     fn packread_blosc2_compress(
         src: *const u8,
         srclen: i32,
@@ -47,6 +50,18 @@ extern "C" {
         doshuffle: c_int,
         compname: *const c_char,
         frame: c_int,
+        out: *mut *mut u8,
+    ) -> i64;
+    fn packread_b2nd_compress(
+        src: *const u8,
+        srclen: i64,
+        typesize: i32,
+        doshuffle: c_int,
+        compname: *const c_char,
+        ndim: i8,
+        shape: *const i64,
+        chunkshape: *const i32,
+        blockshape: *const i32,
         out: *mut *mut u8,
     ) -> i64;
     fn packread_blosc2_free(p: *mut u8);
@@ -60,6 +75,19 @@ fn init() {
     INIT.call_once(|| unsafe { packread_blosc2_init() });
 }
 
+/// What a chunk holds when it is one value repeated (blosc2's "special" chunks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Special {
+    Zeros,
+    /// NaN of the chunk's type size (4 or 8 bytes).
+    Nan,
+    /// The `typesize` bytes right after the header, repeated.
+    Value,
+    /// Written as "not initialised"; packread writes zeros (c-blosc2 would leave the output
+    /// as it was, which in a batch buffer is another sample's bytes).
+    Uninit,
+}
+
 /// What a blosc chunk header says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BloscHeader {
@@ -69,9 +97,15 @@ pub struct BloscHeader {
     pub nbytes: usize,
     pub blocksize: usize,
     pub cbytes: usize,
+    /// The blosc2 filter pipeline, when the header has one (extended header).
+    pub filters: Option<[u8; 6]>,
+    /// The codec named in the extended header when the flags defer to it.
+    pub udcodec: u8,
+    pub blosc2_flags: u8,
 }
 
 impl BloscHeader {
+    /// Reads the header at the start of `input`, without judging it (see [`check_chunk`]).
     pub fn parse(input: &[u8]) -> Result<BloscHeader, CodecError> {
         let h = input.get(..BLOSC_HEADER).ok_or_else(|| {
             format!(
@@ -80,110 +114,229 @@ impl BloscHeader {
             )
         })?;
         let u32_at = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]) as usize;
-        Ok(BloscHeader {
+        let flags = h[2];
+        let mut header = BloscHeader {
             version: h[0],
-            flags: h[2],
+            flags,
             typesize: h[3],
             nbytes: u32_at(4),
             blocksize: u32_at(8),
             cbytes: u32_at(12),
+            filters: None,
+            udcodec: 0,
+            blosc2_flags: 0,
+        };
+        if header.extended() {
+            let x = input.get(..BLOSC2_HEADER).ok_or_else(|| {
+                format!(
+                    "blosc: {} stored bytes, shorter than the {BLOSC2_HEADER}-byte blosc2 header",
+                    input.len()
+                )
+            })?;
+            let mut filters = [0u8; 6];
+            filters.copy_from_slice(&x[16..22]);
+            if header.version == 3 {
+                filters[5] = 0; // blosc2's alpha format left the last slot unset
+            }
+            header.filters = Some(filters);
+            header.udcodec = x[22];
+            header.blosc2_flags = x[31];
+        }
+        Ok(header)
+    }
+
+    /// Whether the header is blosc2's 32-byte one (both shuffle bits set mark it).
+    fn extended(&self) -> bool {
+        self.flags & (DOSHUFFLE | DOBITSHUFFLE) == DOSHUFFLE | DOBITSHUFFLE
+    }
+
+    /// Bytes of this header.
+    pub fn len(&self) -> usize {
+        if self.extended() {
+            BLOSC2_HEADER
+        } else {
+            BLOSC_HEADER
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The chunk's special kind, if it is one value repeated.
+    pub fn special(&self) -> Result<Option<Special>, CodecError> {
+        if !self.extended() {
+            return Ok(None);
+        }
+        Ok(match (self.blosc2_flags >> 4) & 7 {
+            0 => None,
+            1 => Some(Special::Zeros),
+            2 => Some(Special::Nan),
+            3 => Some(Special::Value),
+            4 => Some(Special::Uninit),
+            other => {
+                return Err(corrupt(format!(
+                    "blosc: unknown special chunk kind {other}"
+                )))
+            }
         })
     }
 }
 
-/// Decodes the blosc chunk `input` into exactly `out`.
-pub fn blosc_decompress(input: &[u8], out: &mut [u8]) -> Result<(), CodecError> {
+fn corrupt(msg: String) -> CodecError {
+    CodecError::Corrupt(msg)
+}
+
+/// Checks everything c-blosc2 trusts in the header of the chunk at the start of `input` before
+/// it sees the chunk: it must decode to exactly `nbytes` bytes, lie inside `input`, name a
+/// codec and filters that are built in, and be a plain (not lazy, not instrumented) chunk.
+pub fn check_chunk(input: &[u8], nbytes: usize) -> Result<BloscHeader, CodecError> {
     let h = BloscHeader::parse(input)?;
     if !FORMAT_VERSIONS.contains(&h.version) {
-        return Err(CodecError::Corrupt(format!(
+        return Err(corrupt(format!(
             "blosc: header format version {} (expected {FORMAT_VERSIONS:?})",
             h.version
         )));
     }
-    if h.nbytes != out.len() {
-        return Err(CodecError::Corrupt(format!(
-            "blosc: header says {} decoded bytes, the chunk holds {}",
-            h.nbytes,
-            out.len()
+    if h.nbytes != nbytes {
+        return Err(corrupt(format!(
+            "blosc: header says {} decoded bytes, the chunk holds {nbytes}",
+            h.nbytes
         )));
     }
-    if h.cbytes < BLOSC_HEADER || h.cbytes > input.len() {
-        return Err(CodecError::Corrupt(format!(
+    if h.cbytes < h.len() || h.cbytes > input.len() {
+        return Err(corrupt(format!(
             "blosc: header says {} compressed bytes, {} are stored",
             h.cbytes,
             input.len()
         )));
     }
+    if h.typesize == 0 {
+        return Err(corrupt("blosc: header has type size 0".into()));
+    }
+    if h.blocksize == 0 || h.blocksize > MAX_BLOCK || (nbytes > 0 && h.blocksize > nbytes) {
+        return Err(corrupt(format!(
+            "blosc: header has block size {} for {nbytes} bytes",
+            h.blocksize
+        )));
+    }
+    if h.blosc2_flags & LAZY_CHUNK != 0 {
+        return Err(corrupt(
+            "blosc: a lazy chunk (its blocks are in a file packread does not have)".into(),
+        ));
+    }
+    if h.blosc2_flags & INSTRUMENTED != 0 {
+        return Err(unsupported(
+            "an instrumented codec (a development build's output)",
+        ));
+    }
+    if let Some(special) = h.special()? {
+        if nbytes % usize::from(h.typesize) != 0 {
+            return Err(corrupt(format!(
+                "blosc: {nbytes} bytes of one repeated value is not a whole number of {}-byte items",
+                h.typesize
+            )));
+        }
+        if special == Special::Value && h.cbytes < BLOSC2_HEADER + usize::from(h.typesize) {
+            return Err(corrupt(
+                "blosc: a repeated-value chunk without its value".into(),
+            ));
+        }
+        if special == Special::Nan && !matches!(h.typesize, 4 | 8) {
+            return Err(corrupt(format!(
+                "blosc: a chunk of NaNs with type size {}",
+                h.typesize
+            )));
+        }
+        return Ok(h);
+    }
+    // The codec: the flags' top three bits, or the extended header's codec byte when they
+    // say 6 (c-blosc2's numbering there: 0 blosclz, 1 lz4, 2 lz4hc, 4 zlib, 5 zstd).
+    let codec_ok = match h.flags >> 5 {
+        0 | 1 | 3 | 4 => true,
+        6 => h.extended() && matches!(h.udcodec, 0 | 1 | 2 | 4 | 5),
+        _ => false,
+    };
+    if !codec_ok && h.flags & MEMCPYED == 0 {
+        let code = if h.flags >> 5 == 6 {
+            h.udcodec
+        } else {
+            h.flags >> 5
+        };
+        return Err(unsupported(&format!(
+            "codec {code}, which is not one of blosc's own (blosclz, lz4, lz4hc, zlib, zstd)"
+        )));
+    }
+    // Filters: none, shuffle, bitshuffle, delta, truncated precision (undone by nothing).
+    if let Some(bad) = h.filters.and_then(|f| f.into_iter().find(|&id| id > 4)) {
+        return Err(unsupported(&format!(
+            "filter {bad}, which is not one of blosc's own (shuffle, bitshuffle, delta, truncated precision)"
+        )));
+    }
+    Ok(h)
+}
+
+fn unsupported(what: &str) -> CodecError {
+    // A chunk of a known format naming something packread does not decode is still bytes it
+    // cannot read: reported as corrupt data of the format (an HDF5Error for HDF5 chunks).
+    CodecError::Corrupt(format!("blosc: the chunk uses {what}"))
+}
+
+/// Decodes the blosc chunk `input` into exactly `out`.
+pub fn blosc_decompress(input: &[u8], out: &mut [u8]) -> Result<(), CodecError> {
+    let h = check_chunk(input, out.len())?;
+    decode_checked(input, &h, out)
+}
+
+/// Decodes a chunk whose header [`check_chunk`] accepted for `out.len()` bytes.
+pub(super) fn decode_checked(
+    input: &[u8],
+    h: &BloscHeader,
+    out: &mut [u8],
+) -> Result<(), CodecError> {
     if out.is_empty() {
         return Ok(());
     }
-    if h.typesize == 0 || h.blocksize == 0 {
-        return Err(CodecError::Corrupt(format!(
-            "blosc: header has typesize {} and blocksize {} (neither may be 0)",
-            h.typesize, h.blocksize
-        )));
+    if let Some(special) = h.special()? {
+        let typesize = usize::from(h.typesize);
+        match special {
+            Special::Zeros | Special::Uninit => out.fill(0),
+            Special::Nan if typesize == 4 => super::fill(out, &f32::NAN.to_le_bytes()),
+            Special::Nan => super::fill(out, &f64::NAN.to_le_bytes()),
+            Special::Value => super::fill(out, &input[BLOSC2_HEADER..BLOSC2_HEADER + typesize]),
+        }
+        return Ok(());
     }
     let (Ok(srclen), Ok(dstlen)) = (i32::try_from(h.cbytes), i32::try_from(out.len())) else {
-        return Err(CodecError::Corrupt(format!(
+        return Err(corrupt(format!(
             "blosc: {} bytes is more than blosc can hold",
             out.len()
         )));
     };
     init();
-    // SAFETY: c-blosc2 reads at most `srclen` bytes of `input` (checked above to lie inside
-    // it), validating every block offset against it, and writes at most `dstlen` bytes.
+    // SAFETY: `check_chunk` proved the header's compressed size inside `input` (`srclen` bytes
+    // of it are read, each block offset checked against them by c-blosc2), its decoded size
+    // `out.len()` (`dstlen` bytes are written at most), and its codec and filters built in.
     let n =
         unsafe { packread_blosc_chunk_decode(input.as_ptr(), srclen, out.as_mut_ptr(), dstlen) };
     if n != dstlen {
-        return Err(CodecError::Corrupt(format!(
-            "blosc: corrupt buffer (c-blosc2 returned {n}, expected {} bytes)",
+        return Err(corrupt(format!(
+            "blosc: corrupt chunk (c-blosc2 returned {n}, expected {} bytes)",
             out.len()
         )));
     }
     Ok(())
 }
 
-/// Decodes a blosc2 contiguous frame (one HDF5 blosc2 chunk) into exactly `out`, in C order.
-pub fn blosc2_frame_decompress(input: &[u8], out: &mut [u8]) -> Result<(), CodecError> {
-    frame(input, Some(out))
-        .map(|_| ())
-        .map_err(CodecError::Corrupt)
-}
-
-/// The number of bytes a blosc2 contiguous frame decodes to.
-pub fn blosc2_frame_size(input: &[u8]) -> Result<usize, CodecError> {
-    frame(input, None).map_err(CodecError::Corrupt)
-}
-
-fn frame(input: &[u8], out: Option<&mut [u8]>) -> Result<usize, String> {
-    let len = i64::try_from(input.len()).map_err(|_| "blosc2: frame too large".to_string())?;
-    let (dst, dstlen) = match out {
-        Some(o) => (o.as_mut_ptr(), o.len() as i64),
-        None => (std::ptr::null_mut(), 0),
-    };
-    init();
-    let mut why = [0 as c_char; 200];
-    let mut size = -1i64;
-    // SAFETY: c-blosc2 reads the frame within `len` bytes (it checks the frame's own length
-    // field against it first) without writing or keeping it, and writes at most `dstlen`
-    // bytes to `dst` (nothing when it is null); `why` is a buffer of `why.len()` bytes.
-    let rc = unsafe {
-        packread_blosc2_frame_decode(
-            input.as_ptr(),
-            len,
-            dst,
-            dstlen,
-            &mut size,
-            why.as_mut_ptr(),
-            why.len(),
-        )
-    };
-    if rc != 0 {
-        // SAFETY: snprintf wrote a NUL-terminated message into `why` (or left it zeroed).
-        let msg = unsafe { CStr::from_ptr(why.as_ptr()) };
-        return Err(msg.to_string_lossy().into_owned());
+/// Takes ownership of a buffer c-blosc2 allocated: `n` bytes at `out`, or an error code in `n`.
+fn owned(n: i64, out: *mut u8, what: &str) -> Vec<u8> {
+    assert!(n > 0 && !out.is_null(), "c-blosc2 {what} failed: {n}");
+    // SAFETY: `out` holds `n` bytes written by c-blosc2, freed once after the copy.
+    unsafe {
+        let v = std::slice::from_raw_parts(out, n as usize).to_vec();
+        packread_blosc2_free(out);
+        v
     }
-    usize::try_from(size).map_err(|_| format!("blosc2: frame of {size} bytes"))
 }
 
 /// Compresses `data` with c-blosc2, for tests and benchmarks: one blosc2 chunk, or with
@@ -201,7 +354,7 @@ pub fn blosc2_compress(
     init();
     let name = std::ffi::CString::new(codec).expect("no NUL");
     let mut out: *mut u8 = std::ptr::null_mut();
-    // SAFETY: valid input slice and name; c-blosc2 mallocs `out`, freed below.
+    // SAFETY: valid input slice and name; c-blosc2 mallocs `out`, taken over by `owned`.
     let n = unsafe {
         packread_blosc2_compress(
             data.as_ptr(),
@@ -214,13 +367,42 @@ pub fn blosc2_compress(
             &mut out,
         )
     };
-    assert!(n > 0 && !out.is_null(), "c-blosc2 compression failed: {n}");
-    // SAFETY: `out` holds `n` bytes written by c-blosc2, freed once after the copy.
-    unsafe {
-        let v = std::slice::from_raw_parts(out, n as usize).to_vec();
-        packread_blosc2_free(out);
-        v
-    }
+    owned(n, out, "compression")
+}
+
+/// A contiguous frame holding `data` (C order, `shape`) as a b2nd array with the given chunk
+/// and block shapes, as hdf5plugin and PyTables write n-d chunks; for tests and fuzz seeds.
+#[doc(hidden)]
+pub fn b2nd_compress(
+    data: &[u8],
+    typesize: usize,
+    shuffle: i32,
+    codec: &str,
+    shape: &[i64],
+    chunkshape: &[i32],
+    blockshape: &[i32],
+) -> Vec<u8> {
+    assert!(shape.len() == chunkshape.len() && shape.len() == blockshape.len());
+    init();
+    let name = std::ffi::CString::new(codec).expect("no NUL");
+    let mut out: *mut u8 = std::ptr::null_mut();
+    // SAFETY: the shapes hold `ndim` entries each (asserted), `data` is a live slice; c-blosc2
+    // mallocs `out`, taken over by `owned`.
+    let n = unsafe {
+        packread_b2nd_compress(
+            data.as_ptr(),
+            data.len() as i64,
+            typesize as i32,
+            shuffle,
+            name.as_ptr(),
+            shape.len() as i8,
+            shape.as_ptr(),
+            chunkshape.as_ptr(),
+            blockshape.as_ptr(),
+            &mut out,
+        )
+    };
+    owned(n, out, "b2nd compression")
 }
 
 #[cfg(test)]
@@ -237,7 +419,7 @@ pub(crate) mod tests {
         blosc2_compress(data, typesize, shuffle, codec, 5, false)
     }
 
-    fn data(n: usize) -> Vec<u8> {
+    pub(crate) fn data(n: usize) -> Vec<u8> {
         (0..n)
             .map(|i| ((i / 7) % 13) as u8 ^ (i % 3) as u8)
             .collect()
@@ -268,11 +450,15 @@ pub(crate) mod tests {
         assert!(blosc_decompress(&c[..10], &mut out).is_err());
         // Zeros.
         assert!(blosc_decompress(&[0u8; 64], &mut out).is_err());
-        // typesize / blocksize 0.
-        for at in [3usize, 8] {
+        // typesize / blocksize 0, blocksize past the data.
+        for (at, value) in [(3usize, 0u32), (8, 0), (8, 60_000)] {
             let mut bad = c.clone();
-            bad[at..at + if at == 3 { 1 } else { 4 }].fill(0);
-            assert!(blosc_decompress(&bad, &mut out).is_err(), "zero at {at}");
+            if at == 3 {
+                bad[3] = value as u8;
+            } else {
+                bad[at..at + 4].copy_from_slice(&value.to_le_bytes());
+            }
+            assert!(blosc_decompress(&bad, &mut out).is_err(), "{value} at {at}");
         }
         // Block offsets past the end (after the 32-byte blosc2 header).
         let mut bad = c.clone();
@@ -287,53 +473,77 @@ pub(crate) mod tests {
         assert!(blosc_decompress(&bad, &mut out).is_err());
     }
 
+    /// The header fields that would make c-blosc2 load a plugin or follow a lazy chunk's
+    /// pointers are refused before c-blosc2 sees the chunk.
     #[test]
-    fn frames_round_trip_and_bad_frames_are_errors() {
-        let d = data(60_001);
-        for codec in ["blosclz", "lz4", "zstd", "zlib"] {
-            let f = blosc2_compress(&d, 1, 1, codec, 5, true);
-            assert_eq!(&f[2..10], b"b2frame\0", "{codec}");
-            assert_eq!(blosc2_frame_size(&f).unwrap(), d.len());
-            let mut out = vec![0x11; d.len()];
-            blosc2_frame_decompress(&f, &mut out).unwrap();
-            assert_eq!(out, d, "{codec}");
-        }
-        let f = blosc2_compress(&d, 1, 1, "lz4", 5, true);
+    fn plugin_codecs_filters_and_lazy_chunks_are_refused() {
+        let d = data(20_000);
+        let c = blosc_compress(&d, 4, 1, "zstd");
         let mut out = vec![0u8; d.len()];
-        assert!(blosc2_frame_decompress(&f, &mut out[..d.len() - 1]).is_err());
-        assert!(blosc2_frame_decompress(&f[..f.len() - 1], &mut out).is_err());
-        assert!(blosc2_frame_decompress(&f[..40], &mut out).is_err());
-        assert!(blosc2_frame_decompress(&[0u8; 200], &mut out).is_err());
-        assert!(blosc2_frame_decompress(&[], &mut out).is_err());
-        // A header naming a filter id c-blosc2 does not define (5..=31): refused before
-        // c-blosc2 builds contexts from it (its own refusal there leaks, see blosc2_shim.c).
-        for id in [5u8, 31, 200] {
-            let mut bad = f.clone();
-            bad[70] = 1;
-            bad[71] = id;
-            let refused = blosc2_frame_decompress(&bad, &mut out).is_err();
-            assert!(refused || id == 200, "filter id {id}");
-            assert_eq!(
-                blosc2_frame_size(&bad).is_err(),
-                id != 200,
-                "filter id {id}"
-            );
+        let h = BloscHeader::parse(&c).unwrap();
+        assert!(h.filters.is_some(), "c-blosc2 writes the extended header");
+        let refuse = |bad: Vec<u8>, what: &str| {
+            let mut out = vec![0u8; d.len()];
+            let e = blosc_decompress(&bad, &mut out).unwrap_err();
+            assert!(e.to_string().contains(what), "{e}");
+        };
+        // A registered or user codec (flags say 6, the codec byte names 32..).
+        let mut bad = c.clone();
+        bad[2] = (bad[2] & 0x1F) | (6 << 5);
+        bad[22] = 33;
+        refuse(bad, "codec 33");
+        // The reserved codec slots 2, 5 and 7.
+        for code in [2u8, 5, 7] {
+            let mut bad = c.clone();
+            bad[2] = (bad[2] & 0x1F) | (code << 5);
+            refuse(bad, &format!("codec {code}"));
         }
-        // The frame's chunk claims more bytes than the frame holds (c-blosc2 would read past
-        // the frame): refused before decoding, with a message that says so.
-        let header_len = u32::from_be_bytes(f[11..15].try_into().unwrap()) as usize;
-        let mut bad = f.clone();
-        let claim = u32::try_from(f.len()).unwrap();
-        bad[header_len + 12..header_len + 16].copy_from_slice(&claim.to_le_bytes());
-        let err = blosc2_frame_decompress(&bad, &mut out).unwrap_err();
-        assert!(err.to_string().contains("outside"), "{err}");
-        // A chunk, not a frame.
-        let c = blosc2_compress(&d, 1, 1, "lz4", 5, false);
-        assert!(blosc2_frame_decompress(&c, &mut out).is_err());
-        // Garbage in the middle (the chunk's data).
-        let mut bad = f.clone();
-        let mid = bad.len() / 2;
-        bad[mid - 32..mid + 32].fill(0xEE);
-        assert!(blosc2_frame_decompress(&bad, &mut out).is_err());
+        // Filter ids past the built-in ones, in any slot.
+        for (slot, id) in [(0usize, 5u8), (5, 32), (2, 255)] {
+            let mut bad = c.clone();
+            bad[16 + slot] = id;
+            refuse(bad, &format!("filter {id}"));
+        }
+        for (flag, what) in [(LAZY_CHUNK, "lazy"), (INSTRUMENTED, "instrumented")] {
+            let mut bad = c.clone();
+            bad[31] |= flag;
+            refuse(bad, what);
+        }
+        // The untouched chunk still decodes.
+        blosc_decompress(&c, &mut out).unwrap();
+        assert_eq!(out, d);
+    }
+
+    #[test]
+    fn special_chunks_are_written_here() {
+        let mut chunk = blosc_compress(&data(64), 4, 1, "lz4")[..BLOSC2_HEADER].to_vec();
+        chunk[4..8].copy_from_slice(&64u32.to_le_bytes());
+        chunk[12..16].copy_from_slice(&(BLOSC2_HEADER as u32).to_le_bytes());
+        let mut out = vec![0xAB; 64];
+        for (kind, want) in [(1u8, [0u8; 4]), (2, f32::NAN.to_le_bytes()), (4, [0; 4])] {
+            chunk[31] = kind << 4;
+            out.fill(0xAB);
+            blosc_decompress(&chunk, &mut out).unwrap();
+            assert!(out.chunks(4).all(|c| c == want), "special {kind}");
+        }
+        // A run of one value: the value follows the header.
+        let mut run = chunk.clone();
+        run[31] = 3 << 4;
+        run.extend_from_slice(&[1, 2, 3, 4]);
+        run[12..16].copy_from_slice(&(BLOSC2_HEADER as u32 + 4).to_le_bytes());
+        blosc_decompress(&run, &mut out).unwrap();
+        assert!(out.chunks(4).all(|c| c == [1, 2, 3, 4]));
+        // ... without it, or a kind that does not exist, or NaN of 3-byte items.
+        run.truncate(BLOSC2_HEADER);
+        run[12..16].copy_from_slice(&(BLOSC2_HEADER as u32).to_le_bytes());
+        assert!(blosc_decompress(&run, &mut out).is_err());
+        chunk[31] = 6 << 4;
+        assert!(blosc_decompress(&chunk, &mut out).is_err());
+        chunk[31] = 2 << 4;
+        chunk[3] = 3;
+        chunk[4..8].copy_from_slice(&63u32.to_le_bytes());
+        chunk[8..12].copy_from_slice(&63u32.to_le_bytes());
+        let e = blosc_decompress(&chunk, &mut out[..63]).unwrap_err();
+        assert!(e.to_string().contains("NaNs with type size 3"), "{e}");
     }
 }

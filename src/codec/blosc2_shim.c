@@ -1,13 +1,13 @@
-/* packread's glue to c-blosc2 (built by build.rs): decodes one blosc 1.x/2 chunk, or one
- * contiguous frame (what the HDF5 blosc2 filter, id 32026, stores per chunk), into a caller's
- * buffer of a size the caller knows. Kept in C because it reads c-blosc2's structs (frame
- * metalayers, b2nd shapes), whose layout Rust would otherwise have to mirror.
+/* packread's glue to c-blosc2 (built by build.rs). Decoding hands c-blosc2 one chunk at a time,
+ * whose header packread has already checked (src/codec/blosc.rs), into a buffer of exactly the
+ * size that header declares. c-blosc2's frame and b2nd readers are not used for decoding: they
+ * trust the frame's metalayers and offsets (a b2nd rank past 8 overflows a stack array, a zero
+ * chunk dimension divides by zero), so frames are parsed in Rust (src/codec/blosc2_frame.rs).
  *
- * Every call uses contexts of its own with one thread, so calls from several threads never
- * share state. Errors are reported as a message in `why`, never by aborting. */
+ * Every call uses a context of its own with one thread, so calls from several threads never
+ * share state. The encoders are for tests, benchmarks and fuzz seeds only. */
 
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,14 +16,8 @@
 
 void packread_blosc2_init(void) { blosc2_init(); }
 
-static void say(char *why, size_t whylen, const char *msg, long long a, long long b) {
-  if (why != NULL && whylen > 0) {
-    snprintf(why, whylen, msg, a, b);
-  }
-}
-
-/* Decodes the blosc chunk `src` (its header says how many bytes it holds) into `dst`.
- * Returns the decoded size, or a negative c-blosc2 error code. */
+/* Decodes the blosc chunk `src` (`srclen` bytes) into `dst` (`dstlen` bytes). Returns the
+ * decoded size, or a negative c-blosc2 error code. */
 int packread_blosc_chunk_decode(const uint8_t *src, int32_t srclen, uint8_t *dst,
                                 int32_t dstlen) {
   blosc2_dparams dparams = BLOSC2_DPARAMS_DEFAULTS;
@@ -37,198 +31,28 @@ int packread_blosc_chunk_decode(const uint8_t *src, int32_t srclen, uint8_t *dst
   return n;
 }
 
-/* Offsets in a contiguous frame's header (c-blosc2's frame.h, a private header; the format is
- * documented in c-blosc2's README_CFRAME_FORMAT.rst): the number of filters, then the filter
- * ids, in the fixed-size part that every frame has; the header's own length before them. */
-enum {
-  FRAME_HEADER_LEN_AT = 11,
-  FRAME_NFILTERS_AT = 70,
-  FRAME_FILTERS_AT = 71,
-  FRAME_MIN_HEADER = 87,
-  MAX_FRAME_CHUNKS = 4096
-};
-
-/* Whether the filter ids a frame's header names are ones c-blosc2 accepts. c-blosc2 2.15's
- * `frame_to_schunk` leaks its compression parameters (and the super-chunk) when the context
- * it builds from them refuses a filter id, so such a frame is refused here, before c-blosc2
- * sees it (found by the `blosc2` fuzz target's leak check). `src` holds at least the fixed
- * header. */
-static int frame_filters_valid(const uint8_t *src) {
-  int nfilters = src[FRAME_NFILTERS_AT];
-  if (nfilters > BLOSC2_MAX_FILTERS) {
-    return 1; /* c-blosc2 refuses this itself, freeing what it allocated */
-  }
-  for (int i = 0; i < nfilters; i++) {
-    int f = src[FRAME_FILTERS_AT + i];
-    if ((f >= BLOSC_LAST_FILTER && f <= BLOSC2_DEFINED_FILTERS_STOP) ||
-        (f > BLOSC_LAST_REGISTERED_FILTER && f <= BLOSC2_GLOBAL_REGISTERED_FILTERS_STOP)) {
-      return 0;
-    }
-  }
-  return 1;
+static blosc2_cparams cparams_for(int32_t typesize, int clevel, int doshuffle,
+                                  const char *compname, int *ok) {
+  blosc2_cparams cparams = BLOSC2_CPARAMS_DEFAULTS;
+  cparams.typesize = typesize;
+  cparams.clevel = clevel;
+  cparams.filters[BLOSC2_MAX_FILTERS - 1] = (uint8_t)doshuffle;
+  cparams.nthreads = 1;
+  int code = blosc2_compname_to_compcode(compname);
+  *ok = code >= 0;
+  cparams.compcode = (uint8_t)(code < 0 ? 0 : code);
+  return cparams;
 }
 
-/* Decodes the contiguous frame `src` (`srclen` bytes, read in place, never written) into
- * exactly `dstlen` bytes at `dst`, in C order. With a "b2nd" (or older "caterva") metalayer the
- * frame is an n-dimensional array whose blocks are tiles of the chunk: c-blosc2's b2nd code
- * puts them back in C order. Otherwise it holds one plain chunk. With `dst` NULL, only
- * `*size_out` is set: the bytes the frame decodes to (what the libhdf5 filter allocates).
- * Returns 0, or -1 with a message in `why`. */
-static int frame_decode(const uint8_t *src, int64_t srclen, uint8_t *dst, int64_t dstlen,
-                        int64_t *size_out, char *why, size_t whylen);
-
-int packread_blosc2_frame_decode(const uint8_t *src, int64_t srclen, uint8_t *dst,
-                                 int64_t dstlen, int64_t *size_out, char *why, size_t whylen) {
-  *size_out = -1;
-  if (srclen < FRAME_MIN_HEADER) {
-    say(why, whylen, "blosc2: not a valid contiguous frame of %lld bytes", srclen, 0);
-    return -1;
-  }
-  if (!frame_filters_valid(src)) {
-    say(why, whylen, "blosc2: the frame's header names a filter c-blosc2 does not define", 0, 0);
-    return -1;
-  }
-  /* The header's length (big-endian, after its msgpack marker). */
-  int64_t header_len = ((int64_t)src[FRAME_HEADER_LEN_AT] << 24) |
-                       ((int64_t)src[FRAME_HEADER_LEN_AT + 1] << 16) |
-                       ((int64_t)src[FRAME_HEADER_LEN_AT + 2] << 8) |
-                       (int64_t)src[FRAME_HEADER_LEN_AT + 3];
-  if (header_len < FRAME_MIN_HEADER || header_len > srclen) {
-    say(why, whylen, "blosc2: frame header of %lld bytes in a frame of %lld", header_len, srclen);
-    return -1;
-  }
-  /* c-blosc2 2.15 checks a chunk's offset against an in-memory frame's length, but reads the
-   * chunk's header at header length + offset, up to header length + 32 bytes past the end
-   * (found by the blosc2 fuzz target under AddressSanitizer). It reads a copy with that much
-   * zeroed room behind it; `frame_chunks_inside` then refuses any chunk whose bytes leave the
-   * frame, before anything is decoded. Checking the offsets first instead (no copy) would need
-   * `blosc2_frame_get_offsets`, which decodes a NULL offsets chunk when the frame's offsets lie
-   * past its end (a SEGV the fuzz target found; its input is kept as a seed). */
-  size_t room = (size_t)header_len + 64;
-  uint8_t *copy = malloc((size_t)srclen + room);
+/* A malloc'ed copy of `n` bytes at `p` in `*out`; returns `n`, or an error code. */
+static int64_t copy_out(const uint8_t *p, int64_t n, uint8_t **out) {
+  uint8_t *copy = malloc((size_t)n);
   if (copy == NULL) {
-    say(why, whylen, "blosc2: out of memory for a frame of %lld bytes", srclen, 0);
-    return -1;
+    return BLOSC2_ERROR_MEMORY_ALLOC;
   }
-  memcpy(copy, src, (size_t)srclen);
-  memset(copy + srclen, 0, room);
-  int rc = frame_decode(copy, srclen, dst, dstlen, size_out, why, whylen);
-  free(copy);
-  return rc;
-}
-
-/* Whether every chunk of the frame `sc` (read from `frame`, `len` bytes) lies inside it. At most
- * MAX_FRAME_CHUNKS chunks (an HDF5 blosc2 chunk is a frame of one). */
-static int frame_chunks_inside(blosc2_schunk *sc, const uint8_t *frame, int64_t len) {
-  if (sc->nchunks < 0 || sc->nchunks > MAX_FRAME_CHUNKS) {
-    return 0;
-  }
-  for (int64_t i = 0; i < sc->nchunks; i++) {
-    uint8_t *chunk = NULL;
-    bool needs_free = false;
-    int cbytes = blosc2_schunk_get_lazychunk(sc, i, &chunk, &needs_free);
-    int ok = cbytes >= BLOSC_MIN_HEADER_LENGTH && chunk != NULL;
-    /* A chunk c-blosc2 made itself (zeros, NaNs) is its own allocation; any other points into
-     * the frame. */
-    if (ok && !needs_free) {
-      ok = chunk >= frame && (int64_t)(chunk - frame) <= len - cbytes;
-    }
-    if (needs_free) {
-      free(chunk);
-    }
-    if (!ok) {
-      return 0;
-    }
-  }
-  return 1;
-}
-
-static int frame_decode(const uint8_t *src, int64_t srclen, uint8_t *dst, int64_t dstlen,
-                        int64_t *size_out, char *why, size_t whylen) {
-  /* c-blosc2 checks the length against the frame header, and with copy = false never frees
-   * or writes the buffer it is given. */
-  blosc2_schunk *sc = blosc2_schunk_from_buffer((uint8_t *)src, srclen, false);
-  if (sc == NULL) {
-    say(why, whylen, "blosc2: not a valid contiguous frame of %lld bytes", srclen, 0);
-    return -1;
-  }
-  if (!frame_chunks_inside(sc, src, srclen)) {
-    say(why, whylen, "blosc2: a chunk of the frame (%lld chunks) lies outside its %lld bytes",
-        sc->nchunks, srclen);
-    blosc2_schunk_free(sc);
-    return -1;
-  }
-  int rc = -1;
-  if (blosc2_meta_exists(sc, "b2nd") >= 0 || blosc2_meta_exists(sc, "caterva") >= 0) {
-    b2nd_array_t *array = NULL;
-    if (b2nd_from_schunk(sc, &array) < 0 || array == NULL) {
-      say(why, whylen, "blosc2: the frame's b2nd metadata is invalid", 0, 0);
-      blosc2_schunk_free(sc);
-      return -1;
-    }
-    /* The array owns the super-chunk from here on. */
-    int64_t start[B2ND_MAX_DIM] = {0};
-    int64_t size = array->sc->typesize;
-    for (int i = 0; i < array->ndim; i++) {
-      size *= array->shape[i];
-    }
-    if (array->ndim < 1 || array->ndim > B2ND_MAX_DIM || size <= 0) {
-      say(why, whylen, "blosc2: b2nd array of rank %lld and %lld bytes", array->ndim, size);
-    } else if (dst == NULL) {
-      *size_out = size;
-      rc = 0;
-    } else if (size != dstlen) {
-      say(why, whylen, "blosc2: b2nd array of %lld bytes, the chunk holds %lld", size, dstlen);
-    } else if (b2nd_get_slice_cbuffer(array, start, array->shape, dst, array->shape, dstlen) < 0) {
-      say(why, whylen, "blosc2: corrupt b2nd array (%lld bytes)", size, 0);
-    } else {
-      *size_out = size;
-      rc = 0;
-    }
-    b2nd_free(array);
-    return rc;
-  }
-  if (sc->nchunks != 1) {
-    say(why, whylen, "blosc2: frame holds %lld chunks, expected 1", sc->nchunks, 0);
-    blosc2_schunk_free(sc);
-    return -1;
-  }
-  uint8_t *chunk = NULL;
-  bool needs_free = false;
-  int cbytes = blosc2_schunk_get_lazychunk(sc, 0, &chunk, &needs_free);
-  int32_t nbytes = 0;
-  if (cbytes < BLOSC_MIN_HEADER_LENGTH || chunk == NULL ||
-      blosc2_cbuffer_sizes(chunk, &nbytes, NULL, NULL) < 0 || nbytes < 0) {
-    say(why, whylen, "blosc2: the frame's chunk cannot be read (code %lld)", cbytes, 0);
-  } else if (dst == NULL) {
-    *size_out = nbytes;
-    rc = 0;
-  } else if ((int64_t)nbytes != dstlen) {
-    say(why, whylen, "blosc2: chunk header says %lld decoded bytes, the chunk holds %lld",
-        nbytes, dstlen);
-  } else {
-    blosc2_dparams dparams = BLOSC2_DPARAMS_DEFAULTS;
-    dparams.nthreads = 1;
-    dparams.schunk = sc;
-    blosc2_context *dctx = blosc2_create_dctx(dparams);
-    int n = dctx == NULL ? BLOSC2_ERROR_MEMORY_ALLOC
-                         : blosc2_decompress_ctx(dctx, chunk, cbytes, dst, (int32_t)dstlen);
-    if (dctx != NULL) {
-      blosc2_free_ctx(dctx);
-    }
-    if (n != nbytes) {
-      say(why, whylen, "blosc2: corrupt chunk (c-blosc2 returned %lld, expected %lld bytes)", n,
-          nbytes);
-    } else {
-      *size_out = nbytes;
-      rc = 0;
-    }
-  }
-  if (needs_free) {
-    free(chunk);
-  }
-  blosc2_schunk_free(sc);
-  return rc;
+  memcpy(copy, p, (size_t)n);
+  *out = copy;
+  return n;
 }
 
 /* For tests and benchmarks: compresses `src` into one blosc chunk (c-blosc2's own format)
@@ -239,16 +63,11 @@ int64_t packread_blosc2_compress(const uint8_t *src, int32_t srclen, int32_t typ
                                  int clevel, int doshuffle, const char *compname, int frame,
                                  uint8_t **out) {
   *out = NULL;
-  blosc2_cparams cparams = BLOSC2_CPARAMS_DEFAULTS;
-  cparams.typesize = typesize;
-  cparams.clevel = clevel;
-  cparams.filters[BLOSC2_MAX_FILTERS - 1] = (uint8_t)doshuffle;
-  cparams.nthreads = 1;
-  int code = blosc2_compname_to_compcode(compname);
-  if (code < 0) {
+  int ok = 0;
+  blosc2_cparams cparams = cparams_for(typesize, clevel, doshuffle, compname, &ok);
+  if (!ok) {
     return BLOSC2_ERROR_CODEC_SUPPORT;
   }
-  cparams.compcode = (uint8_t)code;
   if (!frame) {
     int32_t cap = srclen + BLOSC2_MAX_OVERHEAD;
     uint8_t *buf = malloc((size_t)cap);
@@ -276,20 +95,52 @@ int64_t packread_blosc2_compress(const uint8_t *src, int32_t srclen, int32_t typ
   }
   int64_t n = blosc2_schunk_append_buffer(sc, src, srclen);
   if (n >= 0) {
+    uint8_t *view = NULL;
     bool needs_free = false;
-    n = blosc2_schunk_to_buffer(sc, out, &needs_free);
+    n = blosc2_schunk_to_buffer(sc, &view, &needs_free);
     if (n >= 0 && !needs_free) {
-      /* A view into the super-chunk: copy it out before the super-chunk goes. */
-      uint8_t *copy = malloc((size_t)n);
-      if (copy == NULL) {
-        n = BLOSC2_ERROR_MEMORY_ALLOC;
-      } else {
-        memcpy(copy, *out, (size_t)n);
-      }
-      *out = copy;
+      n = copy_out(view, n, out); /* a view into the super-chunk: copy it out first */
+    } else if (n >= 0) {
+      *out = view;
     }
   }
   blosc2_schunk_free(sc);
+  return n;
+}
+
+/* For tests and fuzz seeds: `src` (an array of `shape`, C order) as a contiguous frame holding
+ * a b2nd array with the given chunk and block shapes, as hdf5plugin and PyTables write n-d
+ * chunks. Returns the frame's size (in `*out`, freed with packread_blosc2_free) or a negative
+ * code. */
+int64_t packread_b2nd_compress(const uint8_t *src, int64_t srclen, int32_t typesize,
+                               int doshuffle, const char *compname, int8_t ndim,
+                               const int64_t *shape, const int32_t *chunkshape,
+                               const int32_t *blockshape, uint8_t **out) {
+  *out = NULL;
+  int ok = 0;
+  blosc2_cparams cparams = cparams_for(typesize, 5, doshuffle, compname, &ok);
+  if (!ok) {
+    return BLOSC2_ERROR_CODEC_SUPPORT;
+  }
+  blosc2_storage storage = {.cparams = &cparams, .contiguous = true};
+  b2nd_context_t *ctx =
+      b2nd_create_ctx(&storage, ndim, shape, chunkshape, blockshape, NULL, 0, NULL, 0);
+  if (ctx == NULL) {
+    return BLOSC2_ERROR_FAILURE;
+  }
+  b2nd_array_t *array = NULL;
+  int64_t n = b2nd_from_cbuffer(ctx, &array, src, srclen);
+  if (n >= 0) {
+    uint8_t *frame = NULL;
+    int64_t len = 0;
+    bool needs_free = false;
+    n = b2nd_to_cframe(array, &frame, &len, &needs_free);
+    if (n >= 0) {
+      n = needs_free ? (*out = frame, len) : copy_out(frame, len, out);
+    }
+    b2nd_free(array);
+  }
+  b2nd_free_ctx(ctx);
   return n;
 }
 

@@ -3,8 +3,10 @@
 
 mod bitshuffle;
 mod blosc;
+mod blosc2_frame;
 mod deflate;
 mod hdf5_filters;
+mod hdf5_pipeline;
 mod lz4;
 mod npy_stream;
 mod transpose;
@@ -18,11 +20,14 @@ use std::sync::Arc;
 pub use bitshuffle::{
     bitshuffle_block, bitshuffle_decode, bitunshuffle_block_with, BitshuffleInner, Kernel,
 };
-pub use blosc::{
-    blosc2_compress, blosc2_frame_decompress, blosc2_frame_size, blosc_decompress, BloscHeader,
-};
+pub use blosc::{b2nd_compress, blosc2_compress, blosc_decompress, check_chunk, BloscHeader};
+pub use blosc2_frame::{blosc2_frame_decompress, blosc2_frame_size};
 pub use deflate::{inflate, inflate_prefix, Wrapper};
 pub use hdf5_filters::{fletcher32, lzf_decompress, strip_fletcher32, unshuffle};
+pub use hdf5_pipeline::{
+    ChunkDecoder, FilterSpec, FILTER_BITSHUFFLE, FILTER_BLOSC, FILTER_BLOSC2, FILTER_DEFLATE,
+    FILTER_FLETCHER32, FILTER_LZ4, FILTER_LZF, FILTER_SHUFFLE, FILTER_ZSTD,
+};
 pub use lz4::{lz4_block, lz4_compress_block, lz4_hdf5};
 pub use npy_stream::{npy_stream_to_c, NpyExpect};
 pub use transpose::fortran_to_c;
@@ -128,8 +133,9 @@ pub enum Step {
     Lzf,
     /// Decodes a blosc 1.x buffer (any inner codec and shuffle).
     Blosc,
-    /// Decodes a blosc2 contiguous frame (one HDF5 blosc2 chunk, b2nd layout or plain).
-    Blosc2,
+    /// Decodes a blosc2 contiguous frame (one HDF5 blosc2 chunk, b2nd layout or plain); a
+    /// b2nd array in it must have `shape` (the HDF5 chunk's, in elements).
+    Blosc2 { shape: Arc<[usize]> },
     /// Decodes zstd frames.
     Zstd,
     /// Decodes HDF5's LZ4 framing.
@@ -178,7 +184,9 @@ impl Step {
             }
             Step::Lzf => lzf_decompress(input, out).map_err(|e| faults.error(e)),
             Step::Blosc => blosc_decompress(input, out).map_err(|e| faults.error(e)),
-            Step::Blosc2 => blosc2_frame_decompress(input, out).map_err(|e| faults.error(e)),
+            Step::Blosc2 { shape } => {
+                blosc2_frame_decompress(input, out, Some(shape)).map_err(|e| faults.error(e))
+            }
             Step::Zstd => zstd_decompress(input, out).map_err(|e| faults.error(e)),
             Step::Lz4 => lz4_hdf5(input, out).map_err(|e| faults.error(e)),
             Step::Bitshuffle {

@@ -26,16 +26,6 @@ use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::literal::Literal;
 
-pub const FILTER_DEFLATE: u32 = 1;
-pub const FILTER_SHUFFLE: u32 = 2;
-pub const FILTER_FLETCHER32: u32 = 3;
-pub const FILTER_LZF: u32 = 32000;
-pub const FILTER_BLOSC: u32 = 32001;
-pub const FILTER_LZ4: u32 = 32004;
-pub const FILTER_BITSHUFFLE: u32 = 32008;
-pub const FILTER_ZSTD: u32 = 32015;
-pub const FILTER_BLOSC2: u32 = 32026;
-
 /// One filter of a dataset's pipeline, in the order it was applied when writing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Filter {

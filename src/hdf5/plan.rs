@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use super::meta::{ChunkLoc, Layout};
-use super::select::{FilterStep, ReadPath};
+use super::select::ReadPath;
 use super::Hdf5File;
-use crate::codec::{Pipeline, Step, Wrapper};
+use crate::codec::{ChunkDecoder, Pipeline, Step};
 use crate::error::Result;
 use crate::exec::{Dest, Extent, Piece};
 use crate::plan::ChunkRead;
@@ -61,42 +61,13 @@ fn fill_extent(fill: &[u8], len: usize, slot: usize, dest: Dest) -> Extent {
     }
 }
 
-/// The extent decoding one stored chunk: the filters in reverse, skipping those its mask
-/// says were not applied.
-fn chunk_extent(loc: ChunkLoc, filters: &[FilterStep], chunk_bytes: usize, slot: usize) -> Extent {
-    let mut steps = Vec::with_capacity(filters.len());
-    for (i, f) in filters.iter().enumerate().rev() {
-        if i < 32 && loc.mask & (1 << i) != 0 {
-            continue;
-        }
-        if *f == FilterStep::Shuffle(1) {
-            continue; // shuffling 1-byte elements changes nothing
-        }
-        steps.push(match f {
-            FilterStep::Deflate => Step::Inflate(Wrapper::Zlib),
-            FilterStep::Shuffle(n) => Step::Unshuffle { itemsize: *n },
-            FilterStep::Fletcher32 => Step::Fletcher32,
-            FilterStep::Lzf => Step::Lzf,
-            FilterStep::Blosc => Step::Blosc,
-            FilterStep::Blosc2 => Step::Blosc2,
-            FilterStep::Zstd => Step::Zstd,
-            FilterStep::Lz4 => Step::Lz4,
-            FilterStep::Bitshuffle {
-                itemsize,
-                block,
-                inner,
-            } => Step::Bitshuffle {
-                itemsize: *itemsize,
-                block: *block,
-                inner: *inner,
-            },
-        });
-    }
+/// The extent decoding one stored chunk (its filters undone as its mask says).
+fn chunk_extent(loc: ChunkLoc, decoder: &ChunkDecoder, chunk_bytes: usize, slot: usize) -> Extent {
     Extent {
         file: 0,
         offset: loc.addr,
         stored_len: loc.size as usize,
-        pipeline: Pipeline::new(steps),
+        pipeline: decoder.pipeline(loc.mask),
         decoded_len: chunk_bytes,
         out: slot as u32,
         dest: Dest::At(0),
@@ -130,7 +101,7 @@ impl Hdf5File {
                     );
                 }
             }
-            ReadPath::Chunked { filters } => self.plan_chunked(w, slot, rows, filters, plan)?,
+            ReadPath::Chunked { decoder } => self.plan_chunked(w, slot, rows, decoder, plan)?,
             ReadPath::Library(_) | ReadPath::Unreadable(_) => unreachable!("planned elsewhere"),
         }
         Ok(())
@@ -141,7 +112,7 @@ impl Hdf5File {
         w: usize,
         slot: usize,
         rows: &[usize],
-        filters: &[FilterStep],
+        decoder: &ChunkDecoder,
         plan: &mut BatchPlan,
     ) -> Result<()> {
         let ds = &self.datasets[w];
@@ -169,7 +140,7 @@ impl Hdf5File {
             let loc = chunks.get(&linear).copied();
             let mut extent = match loc {
                 None => fill_extent(&ds.meta.fill, ds.chunk_bytes, slot, Dest::At(0)),
-                Some(loc) => chunk_extent(loc, filters, ds.chunk_bytes, slot),
+                Some(loc) => chunk_extent(loc, decoder, ds.chunk_bytes, slot),
             };
             let addr = loc.map_or(0, |l| l.addr);
             if exact && uses.len() == 1 {

@@ -5,12 +5,9 @@
 use std::collections::HashMap;
 
 use super::library::h5err;
-use super::meta::{
-    DatasetMeta, Filter, Layout, FILTER_BITSHUFFLE, FILTER_BLOSC, FILTER_BLOSC2, FILTER_DEFLATE,
-    FILTER_FLETCHER32, FILTER_LZ4, FILTER_LZF, FILTER_SHUFFLE, FILTER_ZSTD,
-};
+use super::meta::{DatasetMeta, Layout};
 use super::Hdf5Dataset;
-use crate::codec::BitshuffleInner;
+use crate::codec::{ChunkDecoder, FilterSpec};
 use crate::error::{Error, ErrorKind, Result};
 use crate::plan::Tiling;
 
@@ -57,29 +54,11 @@ pub(super) enum ReadPath {
     /// Never written: every sample is the fill value.
     Fill,
     /// Chunks decoded by packread.
-    Chunked { filters: Vec<FilterStep> },
+    Chunked { decoder: ChunkDecoder },
     /// libhdf5 reads it; the reason is kept for `info`.
     Library(String),
     /// Nobody can: the error to raise when it is read.
     Unreadable(String),
-}
-
-/// One filter of the write pipeline, as packread decodes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum FilterStep {
-    Deflate,
-    Shuffle(usize),
-    Fletcher32,
-    Lzf,
-    Blosc,
-    Blosc2,
-    Zstd,
-    Lz4,
-    Bitshuffle {
-        itemsize: usize,
-        block: usize,
-        inner: BitshuffleInner,
-    },
 }
 
 pub(super) fn normalize(name: &str) -> String {
@@ -183,8 +162,8 @@ fn dataset(meta: DatasetMeta, location: &str) -> Result<Hdf5Dataset> {
         Layout::Other(why) => ReadPath::Library(why.clone()),
         Layout::Chunked { chunk, .. } => {
             chunk_bytes = chunk.iter().product::<usize>() * itemsize;
-            match native_filters(&meta.filters, chunk_bytes, meta.vlen.is_some(), &at)? {
-                Some(filters) => ReadPath::Chunked { filters },
+            match native_filters(&meta, chunk, itemsize, &at)? {
+                Some(decoder) => ReadPath::Chunked { decoder },
                 None => match meta.filters.iter().find(|f| !f.available) {
                     Some(f) => ReadPath::Unreadable(format!(
                         "filter {} ({}) is not available: packread cannot decode this pipeline and its libhdf5 lacks the filter",
@@ -206,122 +185,22 @@ fn dataset(meta: DatasetMeta, location: &str) -> Result<Hdf5Dataset> {
     })
 }
 
-/// The pipeline packread decodes itself, or `None` if a filter needs libhdf5. Parameters are
-/// checked here: a malformed pipeline is an error, not a guess.
+/// The decoder packread runs itself, or `None` if a filter needs libhdf5 (see
+/// [`ChunkDecoder::new`]).
 fn native_filters(
-    filters: &[Filter],
-    chunk_bytes: usize,
-    vlen: bool,
+    meta: &DatasetMeta,
+    chunk: &[usize],
+    itemsize: usize,
     at: &str,
-) -> Result<Option<Vec<FilterStep>>> {
-    let mut steps = Vec::with_capacity(filters.len());
-    let mut compressors = 0;
-    for f in filters {
-        let bad = |what: &str| {
-            h5err(
-                at,
-                format!(
-                    "filter {} ({}): {what} (parameters {:?})",
-                    f.id, f.name, f.params
-                ),
-            )
-        };
-        steps.push(match f.id {
-            FILTER_DEFLATE => {
-                if f.params.len() != 1 || f.params[0] > 9 {
-                    return Err(bad("expected one parameter, the level 0-9"));
-                }
-                compressors += 1;
-                FilterStep::Deflate
-            }
-            // No parameter: libhdf5 could not set the element size (variable-length data, where
-            // PyTables adds it anyway); the optional filter was then skipped for every chunk
-            // (its mask bit set), and a chunk claiming otherwise fails to decode.
-            FILTER_SHUFFLE if f.params.is_empty() && vlen => FilterStep::Shuffle(0),
-            FILTER_SHUFFLE => {
-                if f.params.len() != 1 || f.params[0] == 0 {
-                    return Err(bad("expected one parameter, the element size"));
-                }
-                FilterStep::Shuffle(f.params[0] as usize)
-            }
-            FILTER_FLETCHER32 => {
-                if !f.params.is_empty() {
-                    return Err(bad("expected no parameters"));
-                }
-                FilterStep::Fletcher32
-            }
-            FILTER_LZF => {
-                if f.params.len() > 3
-                    || (f.params.len() == 3
-                        && f.params[2] != 0
-                        && f.params[2] as usize != chunk_bytes)
-                {
-                    return Err(bad("expected at most (version, lzf version, chunk bytes)"));
-                }
-                compressors += 1;
-                FilterStep::Lzf
-            }
-            // (filter version, blosc version, typesize, chunk bytes, level, shuffle, codec):
-            // the buffer's own header says everything decoding needs.
-            FILTER_BLOSC => {
-                if f.params.len() > 7 {
-                    return Err(bad("expected at most 7 parameters"));
-                }
-                compressors += 1;
-                FilterStep::Blosc
-            }
-            // (filter version, block size, typesize, chunk bytes, level, shuffle, codec, rank,
-            // chunk dimensions): the frame itself says everything decoding needs.
-            FILTER_BLOSC2 => {
-                if f.params.len() > 16 {
-                    return Err(bad("expected at most 16 parameters"));
-                }
-                compressors += 1;
-                FilterStep::Blosc2
-            }
-            FILTER_ZSTD => {
-                if f.params.len() > 1 {
-                    return Err(bad("expected at most one parameter, the level"));
-                }
-                compressors += 1;
-                FilterStep::Zstd
-            }
-            FILTER_LZ4 => {
-                if f.params.len() > 1 {
-                    return Err(bad("expected at most one parameter, the block size"));
-                }
-                compressors += 1;
-                FilterStep::Lz4
-            }
-            // (major, minor, element size, block size, compressor, zstd level)
-            FILTER_BITSHUFFLE => {
-                if !(3..=6).contains(&f.params.len()) || f.params[2] == 0 {
-                    return Err(bad(
-                        "expected 3 to 6 parameters, the third the element size",
-                    ));
-                }
-                let block = f.params.get(3).copied().unwrap_or(0) as usize;
-                if block % 8 != 0 {
-                    return Err(bad("block size is not a multiple of 8"));
-                }
-                let inner = match f.params.get(4).copied().unwrap_or(0) {
-                    0 => BitshuffleInner::None,
-                    2 => BitshuffleInner::Lz4,
-                    3 => BitshuffleInner::Zstd,
-                    other => return Err(bad(&format!("unknown compressor {other}"))),
-                };
-                if inner != BitshuffleInner::None {
-                    compressors += 1;
-                }
-                FilterStep::Bitshuffle {
-                    itemsize: f.params[2] as usize,
-                    block,
-                    inner,
-                }
-            }
-            _ => return Ok(None),
-        });
-    }
-    // Two compressors in a row would need the intermediate size; libhdf5 knows it.
-    Ok((compressors <= 1).then_some(steps))
+) -> Result<Option<ChunkDecoder>> {
+    let specs: Vec<FilterSpec<'_>> = meta
+        .filters
+        .iter()
+        .map(|f| FilterSpec {
+            id: f.id,
+            name: &f.name,
+            params: &f.params,
+        })
+        .collect();
+    ChunkDecoder::new(&specs, chunk, itemsize, meta.vlen.is_some()).map_err(|m| h5err(at, m))
 }

@@ -1,0 +1,175 @@
+//! From an HDF5 dataset's filter pipeline (ids and parameters, as libhdf5 reports them) to the
+//! steps that decode one of its chunks. Pure Rust, without libhdf5: the HDF5 reader and the
+//! `hdf5_chunk` fuzz target build their pipelines here, so the fuzzer runs exactly the code a
+//! damaged file reaches (parameters, chunk shape and bytes).
+
+use super::{BitshuffleInner, Pipeline, Step, Wrapper};
+
+pub const FILTER_DEFLATE: u32 = 1;
+pub const FILTER_SHUFFLE: u32 = 2;
+pub const FILTER_FLETCHER32: u32 = 3;
+pub const FILTER_LZF: u32 = 32000;
+pub const FILTER_BLOSC: u32 = 32001;
+pub const FILTER_LZ4: u32 = 32004;
+pub const FILTER_BITSHUFFLE: u32 = 32008;
+pub const FILTER_ZSTD: u32 = 32015;
+pub const FILTER_BLOSC2: u32 = 32026;
+
+/// One filter of a dataset's write pipeline: its id, name (for messages) and parameters.
+#[derive(Debug, Clone, Copy)]
+pub struct FilterSpec<'a> {
+    pub id: u32,
+    pub name: &'a str,
+    pub params: &'a [u32],
+}
+
+/// The decoding of one dataset's chunks: its filters' steps in write order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunkDecoder {
+    steps: Vec<Step>,
+}
+
+impl ChunkDecoder {
+    /// The decoder for chunks of `chunk_shape` elements of `itemsize` bytes written through
+    /// `filters`, or `None` if a filter (or a chain of two compressors, whose intermediate size
+    /// only libhdf5 knows) needs libhdf5. Parameters are checked here: a malformed pipeline is
+    /// an error, not a guess. `vlen`: the dataset holds variable-length data.
+    pub fn new(
+        filters: &[FilterSpec<'_>],
+        chunk_shape: &[usize],
+        itemsize: usize,
+        vlen: bool,
+    ) -> Result<Option<ChunkDecoder>, String> {
+        let chunk_bytes = chunk_shape
+            .iter()
+            .try_fold(itemsize, |acc, &d| acc.checked_mul(d))
+            .ok_or_else(|| format!("chunk shape {chunk_shape:?} overflows"))?;
+        let mut steps = Vec::with_capacity(filters.len());
+        let mut compressors = 0;
+        for f in filters {
+            let bad = |what: &str| {
+                format!(
+                    "filter {} ({}): {what} (parameters {:?})",
+                    f.id, f.name, f.params
+                )
+            };
+            let p = f.params;
+            steps.push(match f.id {
+                FILTER_DEFLATE => {
+                    if p.len() != 1 || p[0] > 9 {
+                        return Err(bad("expected one parameter, the level 0-9"));
+                    }
+                    compressors += 1;
+                    Step::Inflate(Wrapper::Zlib)
+                }
+                // No parameter: libhdf5 could not set the element size (variable-length data,
+                // where PyTables adds it anyway); the optional filter was then skipped for every
+                // chunk (its mask bit set), and a chunk claiming otherwise fails to decode.
+                FILTER_SHUFFLE if p.is_empty() && vlen => Step::Unshuffle { itemsize: 0 },
+                FILTER_SHUFFLE => {
+                    if p.len() != 1 || p[0] == 0 {
+                        return Err(bad("expected one parameter, the element size"));
+                    }
+                    Step::Unshuffle {
+                        itemsize: p[0] as usize,
+                    }
+                }
+                FILTER_FLETCHER32 => {
+                    if !p.is_empty() {
+                        return Err(bad("expected no parameters"));
+                    }
+                    Step::Fletcher32
+                }
+                FILTER_LZF => {
+                    if p.len() > 3 || (p.len() == 3 && p[2] != 0 && p[2] as usize != chunk_bytes) {
+                        return Err(bad("expected at most (version, lzf version, chunk bytes)"));
+                    }
+                    compressors += 1;
+                    Step::Lzf
+                }
+                // (filter version, blosc version, typesize, chunk bytes, level, shuffle, codec):
+                // the chunk's own header says everything decoding needs, checked against the
+                // chunk's size.
+                FILTER_BLOSC => {
+                    if p.len() > 7 {
+                        return Err(bad("expected at most 7 parameters"));
+                    }
+                    compressors += 1;
+                    Step::Blosc
+                }
+                // (filter version, block size, typesize, chunk bytes, level, shuffle, codec,
+                // rank, chunk dimensions): the frame says how it was written; a b2nd array in it
+                // must have the chunk's shape.
+                FILTER_BLOSC2 => {
+                    if p.len() > 16 {
+                        return Err(bad("expected at most 16 parameters"));
+                    }
+                    compressors += 1;
+                    Step::Blosc2 {
+                        shape: chunk_shape.into(),
+                    }
+                }
+                FILTER_ZSTD => {
+                    if p.len() > 1 {
+                        return Err(bad("expected at most one parameter, the level"));
+                    }
+                    compressors += 1;
+                    Step::Zstd
+                }
+                FILTER_LZ4 => {
+                    if p.len() > 1 {
+                        return Err(bad("expected at most one parameter, the block size"));
+                    }
+                    compressors += 1;
+                    Step::Lz4
+                }
+                // (major, minor, element size, block size, compressor, zstd level)
+                FILTER_BITSHUFFLE => {
+                    if !(3..=6).contains(&p.len()) || p[2] == 0 {
+                        return Err(bad(
+                            "expected 3 to 6 parameters, the third the element size",
+                        ));
+                    }
+                    let block = p.get(3).copied().unwrap_or(0) as usize;
+                    if block % 8 != 0 {
+                        return Err(bad("block size is not a multiple of 8"));
+                    }
+                    let inner = match p.get(4).copied().unwrap_or(0) {
+                        0 => BitshuffleInner::None,
+                        2 => BitshuffleInner::Lz4,
+                        3 => BitshuffleInner::Zstd,
+                        other => return Err(bad(&format!("unknown compressor {other}"))),
+                    };
+                    if inner != BitshuffleInner::None {
+                        compressors += 1;
+                    }
+                    Step::Bitshuffle {
+                        itemsize: p[2] as usize,
+                        block,
+                        inner,
+                    }
+                }
+                _ => return Ok(None),
+            });
+        }
+        Ok((compressors <= 1).then_some(ChunkDecoder { steps }))
+    }
+
+    /// The pipeline for a chunk whose filter mask is `mask`: the filters in reverse, skipping
+    /// those the mask says were not applied (PyTables stores chunks blosc cannot shrink so).
+    pub fn pipeline(&self, mask: u32) -> Pipeline {
+        let steps = self
+            .steps
+            .iter()
+            .enumerate()
+            .rev()
+            .filter(|&(i, s)| {
+                let skipped = i < 32 && mask & (1 << i) != 0;
+                // Shuffling 1-byte elements changes nothing.
+                !skipped && *s != Step::Unshuffle { itemsize: 1 }
+            })
+            .map(|(_, s)| s.clone())
+            .collect();
+        Pipeline::new(steps)
+    }
+}
