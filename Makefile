@@ -86,15 +86,20 @@ bench: develop
 # `make fuzz-long` runs each for FUZZ_RUNS inputs, or FUZZ_MAX_SECONDS if that comes first (0:
 # no time cap). Each target's result replaces its line in fuzz/logs/summary.txt (so two
 # `make fuzz-long FUZZ_TARGETS=...` lanes can run side by side, one per core).
-FUZZ_TARGETS := npy_header zip_archive deflate shuffle fletcher32 lzf blosc blosc2 lz4 zstd bitshuffle pipeline planner
+FUZZ_TARGETS := npy_header zip_archive deflate shuffle fletcher32 lzf blosc blosc2 lz4 zstd bitshuffle pipeline planner hdf5_chunk
 FUZZ_SECONDS ?= 60
 FUZZ_RUNS ?= 10000000
 FUZZ_MAX_SECONDS ?= 0
-FUZZ := RUSTC_BOOTSTRAP=1 cargo fuzz
+# The C codecs (c-blosc2, lz4, zstd, zlib, libdeflate) are built by clang with AddressSanitizer
+# and libFuzzer's coverage too, so that the fuzzer sees inside them and a read or write past a
+# buffer there stops the run (gcc's ASan runtime cannot sit beside rustc's).
+FUZZ_CC := CC=clang CFLAGS="-fsanitize=address -fsanitize=fuzzer-no-link -g"
+FUZZ := $(FUZZ_CC) RUSTC_BOOTSTRAP=1 cargo fuzz
 FUZZ_FLAGS := -rss_limit_mb=2048 -timeout=20 -print_final_stats=1
 
 fuzz-tools:
 	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+	@command -v clang >/dev/null || { apt-get update -qq && apt-get install -y -qq clang; }
 
 fuzz-build: fuzz-tools
 	$(FUZZ) build -O
