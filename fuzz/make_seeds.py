@@ -181,6 +181,65 @@ def blosc2_seeds(tmp: str) -> None:
         put("blosc2", f"pytables{k}", struct.pack("<H", 16 * 16 * 2 // 4) + c)
 
 
+ITEMSIZES = [1, 2, 4, 8, 3, 16]
+FILTER_IDS = [1, 2, 3, 32000, 32001, 32004, 32008, 32015, 32026, 307]
+
+
+def hdf5_chunk_seed(ds, k: int = 0) -> bytes:
+    """One stored chunk of `ds` laid out as the hdf5_chunk target reads it: item size, rank,
+    dimensions, the filter pipeline (ids and parameters as the file stores them), the chunk's
+    filter mask and its bytes."""
+    dcpl = ds.id.get_create_plist()
+    head = bytes([ITEMSIZES.index(ds.dtype.itemsize), len(ds.chunks) - 1])
+    head += b"".join(struct.pack("<I", d - 1) for d in ds.chunks)
+    filters = [dcpl.get_filter(i) for i in range(dcpl.get_nfilters())]
+    head += bytes([len(filters)])
+    for fid, _flags, params, _name in filters:
+        head += bytes([FILTER_IDS.index(fid), len(params)])
+        head += b"".join(struct.pack("<I", p) for p in params)
+    info = ds.id.get_chunk_info(k)
+    mask, data = ds.id.read_direct_chunk(info.chunk_offset)
+    return head + struct.pack("<I", mask) + data
+
+
+def hdf5_chunk_seeds(tmp: str) -> None:
+    """Chunks of every codec packread decodes, with the pipelines and shapes real writers use:
+    h5py + hdf5plugin (blosc, blosc2 1-d and b2nd, tiled b2nd blocks, bitshuffle, lz4, zstd,
+    gzip + shuffle, LZF, Fletcher-32) and PyTables (blosc, blosc2)."""
+    rng = np.random.default_rng(4)
+    img = rng.integers(0, 60, (4, 3, 32, 32)).astype("<u2")
+    big = rng.integers(0, 16, (4, 3, 128, 128)).astype("<f4")
+    path = os.path.join(tmp, "pipelines.h5")
+    c = {"chunks": (1, 3, 32, 32)}
+    with h5py.File(path, "w") as f:
+        f.create_dataset("gzip_shuffle", data=img, compression="gzip", shuffle=True, **c)
+        f.create_dataset("lzf_fletcher", data=img, compression="lzf", fletcher32=True, **c)
+        f.create_dataset("blosc_lz4", data=img, **hdf5plugin.Blosc(cname="lz4", shuffle=1), **c)
+        f.create_dataset("blosc_zstd", data=img, **hdf5plugin.Blosc(cname="zstd", shuffle=2), **c)
+        f.create_dataset("blosc2_b2nd", data=img, **hdf5plugin.Blosc2(cname="lz4"), **c)
+        f.create_dataset("blosc2_flat", data=img.reshape(-1), chunks=(1024,), **hdf5plugin.Blosc2())
+        f.create_dataset(
+            "blosc2_tiled", data=big, chunks=(4, 3, 128, 128), **hdf5plugin.Blosc2(cname="zstd")
+        )
+        f.create_dataset("bitshuffle_lz4", data=img, **hdf5plugin.Bitshuffle(cname="lz4"), **c)
+        f.create_dataset("bitshuffle_zstd", data=img, **hdf5plugin.Bitshuffle(cname="zstd"), **c)
+        f.create_dataset("lz4", data=img, **hdf5plugin.LZ4(), **c)
+        f.create_dataset("zstd", data=img, **hdf5plugin.Zstd(), **c)
+        names = list(f)
+    with h5py.File(path, "r") as f:
+        for name in names:
+            put("hdf5_chunk", name, hdf5_chunk_seed(f[name]))
+    ptpath = os.path.join(tmp, "pytables_pipelines.h5")
+    with tables.open_file(ptpath, "w") as t:
+        for lib in ("blosc:lz4", "blosc2:zstd"):
+            filters = tables.Filters(complevel=5, complib=lib, shuffle=True)
+            name = lib.replace(":", "_")
+            t.create_carray("/", name, obj=img, chunkshape=(2, 3, 32, 32), filters=filters)
+    with h5py.File(ptpath, "r") as f:
+        for name in ("blosc_lz4", "blosc2_zstd"):
+            put("hdf5_chunk", f"pytables_{name}", hdf5_chunk_seed(f[name]))
+
+
 def planner_seeds() -> None:
     # (head: rank-1 + 4 * itemsize choice, shape, chunk, rows)
     put("planner", "image_rows", bytes([2 + 4 * 0, 8, 3, 4, 1, 2, 4, 0, 7, 7, 3, 1]))
@@ -195,6 +254,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         hdf5_seeds(tmp)
         blosc2_seeds(tmp)
+        hdf5_chunk_seeds(tmp)
     total = sum(len(fs) for _, _, fs in os.walk(OUT))
     print(f"{total} seeds in {OUT}", file=sys.stderr)
 
