@@ -99,6 +99,9 @@ def test_hdf5_to_hdf5_every_codec(h5_src, tmp_path, codec):
         # packread decodes the output itself, in parallel, without libhdf5.
         assert reader[name].read_path == "chunked: pread + decode in parallel"
     assert_equal(reader.batch(range(N))["images"], images())
+    # Resuming the finished run recognises its chunks and filters: nothing to do.
+    again = convert(h5_src, dst, codec=codec, samples_per_chunk=1, resume=True, progress=False)
+    assert again.already_complete
 
 
 def test_hdf5_default_chunks_fill_small_samples(h5_src, tmp_path):
@@ -359,3 +362,126 @@ def test_keyboard_interrupt_tells_how_to_resume(npy_folder, tmp_path, capsys, mo
     assert "--resume" in capsys.readouterr().err
     assert os.path.exists(f"{dst}.partial")
     assert not dst.exists()
+
+
+#: Where a run is killed before it records any sample (within its first ~50 ms), and the files
+#: it leaves beside DST.partial. ZIP: DST.partial is empty, then (once the first checkpoint
+#: closed it) an empty archive of 22 bytes; HDF5: DST.partial is not flushed, then flushed.
+EARLY_KILLS = [
+    ("h5", "sink-opened", []),
+    ("h5", "before-record", []),
+    ("h5", "record-half-done", [".json.tmp"]),
+    ("h5", "record-at-0", [".json"]),
+    ("zip", "sink-opened", []),
+    ("zip", "directory-copy", [".cd-0.tmp"]),
+    ("zip", "before-record", [".cd-0"]),
+    ("zip", "record-half-done", [".cd-0", ".json.tmp"]),
+    ("zip", "record-at-0", [".cd-0", ".json"]),
+]
+EMPTY_ZIP = b"PK\x05\x06" + bytes(18)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "point", "beside"), EARLY_KILLS, ids=[f"{f}-{p}" for f, p, _ in EARLY_KILLS]
+)
+def test_resume_after_an_early_kill_starts_over(npz_folder, tmp_path, capsys, fmt, point, beside):
+    """A run SIGKILLed before it recorded any sample: --resume starts over, says why, and
+    writes what a fresh run writes, byte for byte."""
+    src_digest = digest(npz_folder)
+    dst = tmp_path / f"out.{fmt}"
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        import packread.cli.convert as mod
+        def die(*args, **kwargs):
+            os.kill(os.getpid(), signal.SIGKILL)
+        point = {point!r}
+        if point == "sink-opened":
+            for cls in (mod._H5Sink, mod._ZipSink):
+                def opened(self, *args, _init=cls.__init__, **kwargs):
+                    _init(self, *args, **kwargs)
+                    die()
+                cls.__init__ = opened
+        elif point == "before-record":
+            mod._save_state = die
+        elif point == "record-at-0":
+            mod._H5Sink.committed = mod._ZipSink.committed = die
+        else:
+            suffix = ".cd-0" if point == "directory-copy" else ".partial.json"
+            replace = os.replace
+            os.replace = lambda a, b: die() if str(b).endswith(suffix) else replace(a, b)
+        mod.convert({str(npz_folder)!r}, {str(dst)!r}, progress=False)
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True)
+    assert proc.returncode == -9, proc.stderr.decode()
+    assert not dst.exists()
+    partial = f"{dst}.partial"
+    assert sorted(glob.glob(f"{partial}?*")) == sorted(partial + s for s in beside)
+    if fmt == "zip":
+        with open(partial, "rb") as f:
+            assert f.read() == (b"" if point == "sink-opened" else EMPTY_ZIP)
+    assert main(["convert", str(npz_folder), str(dst), "--resume", "-q"]) == 0
+    err = capsys.readouterr().err
+    assert "starting over" in err
+    assert ("holds no sample yet" if point == "record-at-0" else "no progress record") in err
+    assert glob.glob(f"{partial}*") == []
+    assert digest(npz_folder) == src_digest  # the source is only read
+    fresh = tmp_path / f"fresh.{fmt}"
+    convert(npz_folder, fresh, progress=False)
+    assert dst.read_bytes() == fresh.read_bytes()
+    if fmt == "h5":
+        with h5py.File(dst) as d, h5py.File(fresh) as f:
+            assert sorted(d) == sorted(f) == ["image", "label"]
+            for name in f:
+                assert_equal(d[name][()], f[name][()])
+                assert d[name].chunks == f[name].chunks
+    else:
+        with zipfile.ZipFile(dst) as d, zipfile.ZipFile(fresh) as f:
+            assert d.testzip() is None
+            assert d.namelist() == f.namelist()
+            for name in f.namelist():
+                assert d.read(name) == f.read(name)
+
+
+@pytest.mark.parametrize("fmt", ["h5", "zip"])
+def test_resume_on_a_complete_destination_does_nothing(npz_folder, tmp_path, capsys, fmt):
+    dst = tmp_path / f"out.{fmt}"
+    args = ["convert", str(npz_folder), str(dst), *(["--codec", "lz4"] if fmt == "h5" else [])]
+    assert main([*args, "-q"]) == 0
+    before, mtime = dst.read_bytes(), os.stat(dst).st_mtime_ns
+    capsys.readouterr()
+
+    def unchanged():
+        assert dst.read_bytes() == before
+        assert os.stat(dst).st_mtime_ns == mtime
+        assert glob.glob(f"{dst}.partial*") == []
+
+    assert main([*args, "--resume"]) == 0
+    assert f"{dst} is complete; nothing to do" in capsys.readouterr().err
+    unchanged()
+    result = convert(npz_folder, dst, codec="lz4" if fmt == "h5" else "none", resume=True)
+    assert result.already_complete
+    assert result.samples == N
+    assert result.resumed_from == N
+    assert main([*args, "--resume", "--verify", "-q"]) == 0
+    # Stopped between renaming DST.partial and removing its progress files: complete.
+    for leftover in (".partial.json", ".partial.cd-0"):
+        with open(f"{dst}{leftover}", "w") as f:
+            f.write("{}")
+    assert main([*args, "--resume", "-q"]) == 0
+    assert "is complete" in capsys.readouterr().err
+    unchanged()
+    # Without --resume, an existing DST is still refused.
+    assert main([*args, "-q"]) == 1
+    assert "pass --force" in capsys.readouterr().err
+    unchanged()
+    # A DST other than what this conversion writes is not complete: refused, kept.
+    if fmt == "h5":
+        assert main([*args, "--codec", "zstd", "--resume", "-q"]) == 1
+        assert "is not what this conversion writes" in capsys.readouterr().err
+        unchanged()
+    dst.write_bytes(b"precious")
+    assert main([*args, "--resume", "-q"]) == 1
+    assert "is not what this conversion writes" in capsys.readouterr().err
+    assert dst.read_bytes() == b"precious"

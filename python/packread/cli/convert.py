@@ -10,7 +10,9 @@
 The source is only read. Samples stream through in blocks of about ``memory_bytes``; the
 output is written to ``DST.partial`` and renamed to ``DST`` at the end, so ``DST`` never
 exists half-written. After each checkpoint ``DST.partial.json`` records how far the copy got,
-and ``resume=True`` (``--resume``) continues from there after a crash or an interrupt.
+and ``resume=True`` (``--resume``) continues from there after a crash or an interrupt; it
+starts over (and says why) when the run stopped before recording any sample, and does nothing
+(and says so) when ``DST`` is already complete.
 HDF5 output needs h5py (and hdf5plugin for zstd, lz4, blosc and bitshuffle).
 
 >>> result = convert("data/train/", "train-packed.h5", progress=False)
@@ -99,6 +101,10 @@ class ConvertResult:
     copied: list[str] = field(default_factory=list)
     #: Samples already converted when a resumed run started (0 for a fresh run).
     resumed_from: int = 0
+    #: Why a resumed run started over (nothing usable was recorded), or None.
+    restarted: str | None = None
+    #: A resumed run found DST already complete and wrote nothing.
+    already_complete: bool = False
     seconds: float = 0.0
     dst_bytes: int = 0
     #: Attributes that could not be copied, and why.
@@ -133,8 +139,11 @@ def convert(
     ``"none"``, ``"byte"`` or ``"bit"`` (blosc only). ``datasets`` picks HDF5 datasets,
     ``members`` (a glob), ``dtype`` and ``shape`` the members of a ZIP source, ``name`` the
     dataset made from an NPY folder or a ZIP. ``dst`` must not exist unless ``force``.
-    ``on_checkpoint(samples_done)`` runs after every checkpoint. ``verify`` reads ``dst``
-    back and compares every sample with ``src``.
+    ``resume`` continues an interrupted run from its last checkpoint: from the start when no
+    sample was recorded yet (``DST.partial`` without a progress record, or one at sample 0),
+    and not at all when ``dst`` exists with no ``DST.partial`` and holds what this conversion
+    writes (a finished run: ``already_complete``). ``on_checkpoint(samples_done)`` runs after
+    every checkpoint. ``verify`` reads ``dst`` back and compares every sample with ``src``.
 
     >>> convert("train.h5", "train-1.h5", samples_per_chunk=1, codec="lz4", progress=False).samples
     64
@@ -144,10 +153,15 @@ def convert(
     out_kind = _output_kind(dst)
     if not os.path.exists(src):
         raise FileNotFoundError(f"{src}: no such file or folder")
+    partial, journal = dst + ".partial", dst + ".partial.json"
+    # A finished run leaves DST and no DST.partial (renamed last, as a whole): resuming it may
+    # find it complete. With DST.partial beside DST, resuming would replace DST: --force.
+    finished_before = False
     if os.path.exists(dst):
         if os.path.samefile(src, dst):
             raise InvalidArgumentError(f"{dst}: the output would replace the source")
-        if not force:
+        finished_before = resume and not os.path.lexists(partial)
+        if not (force or finished_before):
             raise FileExistsError(f"{dst} exists; pass --force (force=True) to replace it")
     in_kind, _ = source_kind(src)
     if (in_kind, out_kind) not in PAIRS:
@@ -169,15 +183,35 @@ def convert(
         "shape": None if shape is None else list(shape),
         "name": name,
     }
-    partial, journal = dst + ".partial", dst + ".partial.json"
-    state = _load_state(partial, journal, source, options) if resume else None
-    if not resume:
-        _remove(partial, journal, *_ZipSink.directories(partial))
     rows = {k: 1 for k in source.arrays}  # samples per output chunk (HDF5 only)
     if out_kind == "hdf5":
         for k, (dt, shp) in source.arrays.items():
             per = samples_per_chunk or samples_per_chunk_for(math.prod(shp) * dt.itemsize)
             rows[k] = max(1, min(source.n, per))
+    if finished_before:
+        try:
+            mismatch = _unlike_output(dst, out_kind, source, rows, codec, shuffle)
+            if mismatch is None:
+                return _already_complete(src, dst, source, rows, codec, verify, started)
+        except BaseException:
+            source.close()
+            raise
+        if not force:
+            source.close()
+            raise FileExistsError(
+                f"{dst} exists and is not what this conversion writes ({mismatch}); "
+                "pass --force (force=True) to replace it"
+            )
+    try:
+        loaded = _load_state(partial, journal, source, options) if resume else None
+    except BaseException:
+        source.close()
+        raise
+    state, restarted = (None, loaded) if isinstance(loaded, str) else (loaded, None)
+    if restarted is not None:  # nothing usable recorded yet
+        print(f"packread convert: {partial}: {restarted}; starting over", file=sys.stderr)
+    if state is None:
+        _remove(partial, journal, journal + ".tmp", *_ZipSink.directories(partial))
     try:
         if out_kind == "hdf5":
             sink: _Sink = _H5Sink(partial, source, rows, codec, shuffle, state is not None)
@@ -224,6 +258,7 @@ def convert(
         sink.describe(),
         copied=list(source.copies),
         resumed_from=done,
+        restarted=restarted,
         dst_bytes=os.path.getsize(dst),
         warnings=sink.warnings,
     )
@@ -234,6 +269,134 @@ def convert(
             source.close()
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _already_complete(
+    src: str,
+    dst: str,
+    source: _Source,
+    rows: dict[str, int],
+    codec: str,
+    verify: bool,
+    started: float,
+) -> ConvertResult:
+    """The result of resuming a finished run: DST is left as it is (its leftover progress
+    files, from a run stopped between the rename and their removal, go)."""
+    partial = dst + ".partial"
+    _remove(partial + ".json", partial + ".json.tmp", *_ZipSink.directories(partial))
+    print(f"packread convert: {dst} is complete; nothing to do", file=sys.stderr)
+    if _output_kind(dst) == "hdf5":
+        datasets = _h5_described(source, rows, codec)
+    else:
+        datasets = {
+            n: {
+                "dtype": str(dt),
+                "sample_shape": list(shp),
+                "chunks": None,
+                "members": source.pattern(n),
+            }
+            for n, (dt, shp) in source.arrays.items()
+        }
+    result = ConvertResult(
+        src,
+        dst,
+        source.n,
+        datasets,
+        copied=list(source.copies),
+        resumed_from=source.n,
+        dst_bytes=os.path.getsize(dst),
+        already_complete=True,
+    )
+    try:
+        if verify:
+            verify_conversion(src, dst, result, source)
+    finally:
+        source.close()
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _unlike_output(
+    dst: str,
+    out_kind: str,
+    source: _Source,
+    rows: dict[str, int],
+    codec: str,
+    shuffle: str,
+) -> str | None:
+    """How ``dst`` differs from what this conversion writes (its arrays: names, sample
+    count, dtype and sample shape; HDF5: chunks and filters; ZIP: member count), or None.
+    Only metadata is read; ``verify`` compares the samples."""
+    n = source.n
+    if out_kind == "zip":
+        try:
+            with zipfile.ZipFile(dst) as z:
+                count = len(z.infolist())
+            for name, (dtype, sample) in source.arrays.items():
+                reader = ZipReader(dst, members=source.pattern(name))
+                got = (len(reader), reader.dtype, tuple(reader.shape))
+                if got != (n, dtype, sample):
+                    return (
+                        f"{source.pattern(name)}: {got[0]:,} samples of {got[1]} {got[2]}, "
+                        f"not {n:,} of {dtype} {sample}"
+                    )
+        except (PackreadError, OSError, ValueError, zipfile.BadZipFile) as e:
+            return f"not a ZIP packread reads: {e}"
+        if count != n * len(source.arrays):
+            return f"{count:,} members, not {n * len(source.arrays):,}"
+        return None
+    h5py = _h5py()
+    try:
+        out = h5py.File(dst, "r")
+    except OSError as e:
+        return f"not an HDF5 file: {e}"
+    # The datasets as this conversion creates them, in memory, for their filter pipelines.
+    want = h5py.File(f"{dst}.expected", "w", driver="core", backing_store=False)
+    with out, want:
+        for name in source.copies:
+            if name not in out:
+                return f"no {name!r}"
+        for name, (dtype, sample) in source.arrays.items():
+            ds = out.get(name)
+            if not isinstance(ds, h5py.Dataset):
+                return f"no dataset {name!r}"
+            if ds.shape != (n, *sample) or ds.dtype != dtype:
+                return f"{name} is {ds.dtype} {ds.shape}, not {dtype} {(n, *sample)}"
+            if not n:
+                continue
+            chunks = (rows[name], *(max(1, d) for d in sample))
+            ref = want.create_dataset(
+                name,
+                shape=(n, *sample),
+                dtype=dtype,
+                chunks=chunks,
+                **codec_options(codec, dtype.itemsize, shuffle),
+            )
+            if ds.chunks != chunks or _filters(ds) != _filters(ref):
+                return f"{name} is not chunked and filtered as {codec} in chunks {chunks}"
+    return None
+
+
+def _filters(ds: Any) -> list[tuple[int, tuple[int, ...]]]:
+    """The filter pipeline of an h5py dataset: (filter id, parameters) in order."""
+    plist = ds.id.get_create_plist()
+    out = []
+    for i in range(plist.get_nfilters()):
+        code, _flags, values, _name = plist.get_filter(i)
+        out.append((code, tuple(values)))
+    return out
+
+
+def _h5_described(source: _Source, rows: dict[str, int], codec: str) -> dict[str, Any]:
+    return {
+        name: {
+            "dtype": str(dtype),
+            "sample_shape": list(sample),
+            "chunks": [rows[name], *(max(1, d) for d in sample)],
+            "codec": codec,
+        }
+        for name, (dtype, sample) in source.arrays.items()
+    }
 
 
 def _output_kind(dst: str) -> str:
@@ -772,10 +935,19 @@ class _ZipSink(_Sink):
 
 def _load_state(
     partial: str, journal: str, source: _Source, options: dict[str, Any]
-) -> dict[str, Any]:
-    if not (os.path.exists(partial) and os.path.exists(journal)):
+) -> dict[str, Any] | str:
+    """The progress record to resume from, or why the run must start over: it stopped before
+    recording any sample (DST.partial without a record, as a run killed in its first
+    moments leaves it: an empty file, the bare HDF5 structure or an empty ZIP, perhaps
+    with a half-written record or directory copy; or a record at sample 0)."""
+    if not os.path.exists(partial):
         raise FileNotFoundError(
             f"{partial}: no interrupted conversion to resume; run again without --resume"
+        )
+    if not os.path.exists(journal):
+        return (
+            f"no progress record ({os.path.basename(journal)}): "
+            "the run stopped before its first checkpoint"
         )
     with open(journal) as f:
         state = json.load(f)
@@ -789,6 +961,8 @@ def _load_state(
             f"{journal}: the source changed since the interrupted conversion; "
             "run again without --resume to start over"
         )
+    if state.get("done") == 0:
+        return "its progress record holds no sample yet"
     return state
 
 
