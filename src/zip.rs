@@ -353,6 +353,7 @@ fn parse_directory<R: Read + Seek>(
             "central directory runs past the end-of-directory record",
         ));
     }
+    directory_fills(&mut reader, cd_start, &end, location)?;
     if end.entries != members.len() as u64 {
         // The crate keeps one member per name; a count mismatch means the names repeat.
         return Err(if duplicates {
@@ -392,40 +393,72 @@ fn parse_directory<R: Read + Seek>(
     Ok(members)
 }
 
-/// The sizes a ZIP64 extra field (id 1) holds: uncompressed first, then compressed, each
-/// present only if the header's 32-bit field is 0xFFFFFFFF. `None` if the field is missing or
-/// too short for what the header defers to it.
-fn zip64_sizes(
-    extra: &[u8],
-    has_size: bool,
-    has_csize: bool,
-) -> Option<(Option<u64>, Option<u64>)> {
-    let mut rest = extra;
-    while rest.len() >= 4 {
-        let id = u16::from_le_bytes([rest[0], rest[1]]);
-        let len = usize::from(u16::from_le_bytes([rest[2], rest[3]]));
-        let body = rest.get(4..4 + len)?;
-        if id == 1 {
-            let mut fields = body
-                .chunks_exact(8)
-                .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")));
-            let size = if has_size { Some(fields.next()?) } else { None };
-            let csize = if has_csize {
-                Some(fields.next()?)
-            } else {
-                None
-            };
-            return Some((size, csize));
-        }
-        rest = &rest[4 + len..];
+/// Walks the central directory's entries from `cd_start` (their fixed part, then past name,
+/// extra field and comment) and checks that the end record's entry count takes exactly the
+/// bytes it says the directory has. The `zip` crate reads as many entries as the count says,
+/// wherever they end; zipfile reads as many bytes as the size says, whatever the count. An end
+/// record on which the two disagree (a directory "0 bytes long" holding 3 entries: zipfile and
+/// numpy see an empty archive) is inconsistent, and so refused.
+fn directory_fills<R: Read + Seek>(
+    reader: &mut R,
+    cd_start: u64,
+    end: &EndRecord,
+    location: &str,
+) -> Result<()> {
+    const ENTRY_LEN: u64 = 46;
+    const ENTRY_SIGNATURE: u32 = 0x0201_4b50;
+    let size = end.cd_size;
+    let inconsistent = |walked: u64| {
+        bad(
+            location,
+            format!(
+                "end record says the central directory is {size} bytes, but its {} entries take {walked}",
+                end.entries
+            ),
+        )
+    };
+    if end.entries.checked_mul(ENTRY_LEN).is_none_or(|least| least > size) {
+        return Err(inconsistent(end.entries.saturating_mul(ENTRY_LEN)));
     }
-    None
+    reader
+        .seek(std::io::SeekFrom::Start(cd_start))
+        .map_err(|e| bad(location, format!("cannot read the central directory: {e}")))?;
+    let mut walked = 0u64;
+    let mut fixed = [0u8; ENTRY_LEN as usize];
+    for _ in 0..end.entries {
+        if walked + ENTRY_LEN > size {
+            return Err(inconsistent(walked + ENTRY_LEN));
+        }
+        reader
+            .read_exact(&mut fixed)
+            .map_err(|e| bad(location, format!("cannot read the central directory: {e}")))?;
+        let u16_at = |o: usize| u64::from(u16::from_le_bytes([fixed[o], fixed[o + 1]]));
+        if u32::from_le_bytes(fixed[..4].try_into().expect("4 bytes")) != ENTRY_SIGNATURE {
+            return Err(bad(
+                location,
+                format!("no central directory entry at byte {}", cd_start + walked),
+            ));
+        }
+        let variable = u16_at(28) + u16_at(30) + u16_at(32);
+        walked += ENTRY_LEN + variable;
+        let skipped = std::io::copy(&mut reader.by_ref().take(variable), &mut std::io::sink())
+            .map_err(|e| bad(location, format!("cannot read the central directory: {e}")))?;
+        if skipped != variable {
+            return Err(inconsistent(walked));
+        }
+    }
+    if walked != size {
+        return Err(inconsistent(walked));
+    }
+    Ok(())
 }
 
 /// What the end-of-central-directory records say about the directory's extent (`cd_start`
 /// as the `zip` crate found it, prefix included).
 struct EndRecord {
     entries: u64,
+    /// Bytes of the central directory.
+    cd_size: u64,
     /// Absolute end of the central directory (None if the sum wraps).
     cd_end: Option<u64>,
     /// Where the directory must end: the (ZIP64) end record.
@@ -489,6 +522,7 @@ fn end_record<R: Read + Seek>(
     }
     Ok(EndRecord {
         entries,
+        cd_size,
         cd_end: cd_start.checked_add(cd_size),
         limit,
     })
@@ -556,6 +590,14 @@ impl<S: Source> ZipIndex<S> {
     }
 
     /// Where member `i`'s data starts, reading and checking its local header the first time.
+    ///
+    /// The central directory is the authority for the member's method, sizes, CRC-32 and
+    /// encryption, as zipfile and unzip take it: the local header's copies of those fields (and
+    /// its ZIP64 extra field) are not compared, since writers leave them stale or zero (data
+    /// descriptors) and a damaged copy there does not touch the data. What the local header
+    /// must get right is its signature and the member's name; its name and extra lengths place
+    /// the data, which must then lie before the next member (overlapping members are refused)
+    /// and whose CRC-32 is checked against the directory's when it is read.
     pub fn data_start(&self, i: usize) -> Result<u64> {
         let m = &self.members[i];
         let known = m.data_start.load(Ordering::Relaxed);
@@ -579,36 +621,7 @@ impl<S: Source> ZipIndex<S> {
                 format!("no local header at offset {}", m.header_offset),
             ));
         }
-        let flags = u16_at(6);
-        let method = u16_at(8);
-        let (crc, csize, usize_) = (u32_at(14), u32_at(18), u32_at(22));
         let (name_len, extra_len) = (usize::from(u16_at(26)), usize::from(u16_at(28)));
-        if flags & 1 != 0 && !m.encrypted {
-            return Err(bad(
-                &at(),
-                "local header says encrypted, central directory does not",
-            ));
-        }
-        if method != m.method {
-            return Err(bad(
-                &at(),
-                format!(
-                    "local header has method {method}, central directory {}",
-                    m.method
-                ),
-            ));
-        }
-        // With a data descriptor (flag bit 3) the local fields are zero; 0xFFFFFFFF defers
-        // to ZIP64 extra fields. Otherwise they must agree with the directory.
-        if flags & 8 == 0 {
-            let agree = |local: u32, central: u64| local == u32::MAX || u64::from(local) == central;
-            if crc != m.crc32 || !agree(csize, m.compressed_size) || !agree(usize_, m.size) {
-                return Err(bad(
-                    &at(),
-                    "local header disagrees with the central directory on CRC or sizes",
-                ));
-            }
-        }
         let data_start = fixed_end + (name_len + extra_len) as u64;
         if name_len != m.name_raw.len() || data_start > m.end_limit {
             return Err(bad(
@@ -616,30 +629,15 @@ impl<S: Source> ZipIndex<S> {
                 "local header disagrees with the central directory on the name",
             ));
         }
-        let mut name_extra = vec![0u8; name_len + extra_len];
+        let mut name = vec![0u8; name_len];
         self.source
-            .read_at(0, fixed_end, &mut name_extra)
+            .read_at(0, fixed_end, &mut name)
             .map_err(|e| e.at(at()))?;
-        let (name, extra) = name_extra.split_at(name_len);
         if *name != *m.name_raw {
             return Err(bad(
                 &at(),
-                format!("local header names {:?}", String::from_utf8_lossy(name)),
+                format!("local header names {:?}", String::from_utf8_lossy(&name)),
             ));
-        }
-        if flags & 8 == 0 && (csize == u32::MAX || usize_ == u32::MAX) {
-            // Sizes deferred to the local ZIP64 extra field must agree as well.
-            let (local_size, local_csize) =
-                zip64_sizes(extra, usize_ == u32::MAX, csize == u32::MAX)
-                    .ok_or_else(|| bad(&at(), "local ZIP64 extra field is missing or short"))?;
-            if local_size.is_some_and(|v| v != m.size)
-                || local_csize.is_some_and(|v| v != m.compressed_size)
-            {
-                return Err(bad(
-                    &at(),
-                    "local ZIP64 sizes disagree with the central directory",
-                ));
-            }
         }
         if data_start
             .checked_add(m.compressed_size)
