@@ -1,7 +1,9 @@
 //! A parser for the small subset of Python literals an NPY header may contain: dicts, lists,
-//! tuples, strings, integers, `True`/`False`/`None`. Nothing is ever evaluated; anything else
-//! (calls, names, operators) is a syntax error. Written by hand because no crate parses Python
-//! literal syntax, and numpy's own reader (`ast.literal_eval`) accepts exactly this subset.
+//! tuples, strings, integers, `True`/`False`/`None`, written as Python writes them (comments,
+//! line continuations, adjacent strings joined, raw and triple-quoted strings, octal escapes).
+//! Nothing is ever evaluated; anything else (calls, names, operators) is a syntax error.
+//! Written by hand because no crate parses Python literal syntax; numpy's own reader is
+//! `ast.literal_eval`, and what it accepts of this subset is accepted here.
 
 use std::fmt;
 
@@ -111,10 +113,37 @@ impl Parser<'_> {
         format!("{what} at offset {}", self.pos)
     }
 
+    /// Skips what Python's tokenizer skips between tokens: blanks (form feed too), newlines
+    /// (inside the header's brackets they are not significant), `#` comments to the end of
+    /// the line, and backslash line continuations.
     fn skip_ws(&mut self) {
-        while self.pos < self.s.len() && matches!(self.s[self.pos], b' ' | b'\t' | b'\n' | b'\r') {
-            self.pos += 1;
+        while let Some(c) = self.peek() {
+            match c {
+                b' ' | b'\t' | b'\n' | b'\r' | b'\x0c' => self.pos += 1,
+                b'#' => {
+                    while self.peek().is_some_and(|c| c != b'\n' && c != b'\r') {
+                        self.pos += 1;
+                    }
+                }
+                b'\\' if self.s.get(self.pos + 1) == Some(&b'\n') => self.pos += 2,
+                b'\\' if self.s.get(self.pos + 1..self.pos + 3) == Some(b"\r\n") => self.pos += 3,
+                _ => break,
+            }
         }
+    }
+
+    /// Whether a string literal starts here, and the length of its prefix (`u`, `r`, `R`, ...).
+    fn string_start(&self) -> Option<usize> {
+        let mut i = self.pos;
+        while i < self.s.len() && i - self.pos < 2 && self.s[i].is_ascii_alphabetic() {
+            i += 1;
+        }
+        let prefix = &self.text[self.pos..i];
+        let known = matches!(
+            prefix.to_ascii_lowercase().as_str(),
+            "" | "u" | "r" | "b" | "br" | "rb"
+        );
+        (known && matches!(self.s.get(i), Some(b'\'' | b'"'))).then_some(i - self.pos)
     }
 
     fn peek(&self) -> Option<u8> {
@@ -139,11 +168,7 @@ impl Parser<'_> {
                     Ok(Literal::Tuple(items))
                 }
             }
-            Some(b'\'' | b'"') => self.string().map(Literal::Str),
-            Some(b'u' | b'U') if matches!(self.s.get(self.pos + 1), Some(b'\'' | b'"')) => {
-                self.pos += 1;
-                self.string().map(Literal::Str)
-            }
+            Some(_) if self.string_start().is_some() => self.strings().map(Literal::Str),
             Some(b'-' | b'+' | b'0'..=b'9') => self.int(),
             Some(c) if c.is_ascii_alphabetic() || c == b'_' => {
                 let start = self.pos;
@@ -303,27 +328,52 @@ impl Parser<'_> {
         Ok(Literal::Int(if negative { -value } else { value }))
     }
 
+    /// One or more adjacent string literals, joined as Python joins them (`'<' 'f4'`).
+    fn strings(&mut self) -> Result<String, String> {
+        let mut out = self.string()?;
+        loop {
+            let after = self.pos;
+            self.skip_ws();
+            if self.string_start().is_none() {
+                self.pos = after;
+                return Ok(out);
+            }
+            out.push_str(&self.string()?);
+        }
+    }
+
     fn string(&mut self) -> Result<String, String> {
+        let prefix_len = self.string_start().expect("at a string");
+        let prefix = self.text[self.pos..self.pos + prefix_len].to_ascii_lowercase();
+        if prefix.contains('b') {
+            // A bytes literal: numpy refuses it as 'descr' too.
+            return Err(self.err("a bytes literal is not a str"));
+        }
+        let raw = prefix.contains('r');
+        self.pos += prefix_len;
         let quote = self.s[self.pos];
-        self.pos += 1;
+        let triple = self.s.get(self.pos..self.pos + 3) == Some(&[quote; 3][..]);
+        self.pos += if triple { 3 } else { 1 };
         let mut out = String::new();
         loop {
             let Some(c) = self.peek() else {
                 return Err(self.err("unterminated string"));
             };
-            if c == quote {
-                self.pos += 1;
+            if c == quote && (!triple || self.s.get(self.pos..self.pos + 3) == Some(&[quote; 3][..]))
+            {
+                self.pos += if triple { 3 } else { 1 };
                 return Ok(out);
             }
-            if c == b'\n' {
+            if c == b'\n' && !triple {
                 return Err(self.err("newline in string"));
             }
             if c != b'\\' {
                 // Copy a run of plain characters at once (keeps multi-byte UTF-8 intact).
                 let start = self.pos;
+                self.pos += 1;
                 while self
                     .peek()
-                    .is_some_and(|c| c != quote && c != b'\\' && c != b'\n')
+                    .is_some_and(|c| c != quote && c != b'\\' && (triple || c != b'\n'))
                 {
                     self.pos += 1;
                 }
@@ -334,23 +384,50 @@ impl Parser<'_> {
             let Some(e) = self.peek() else {
                 return Err(self.err("unterminated escape"));
             };
+            if raw {
+                // A raw string keeps the backslash; it only stops a quote from ending it.
+                out.push('\\');
+                let start = self.pos;
+                self.pos += self.text[start..].chars().next().map_or(1, char::len_utf8);
+                out.push_str(&self.text[start..self.pos]);
+                continue;
+            }
             self.pos += 1;
             match e {
+                b'\n' => {} // a continued line
                 b'\\' => out.push('\\'),
                 b'\'' => out.push('\''),
                 b'"' => out.push('"'),
                 b'n' => out.push('\n'),
                 b't' => out.push('\t'),
                 b'r' => out.push('\r'),
-                b'0' => out.push('\0'),
                 b'a' => out.push('\x07'),
                 b'b' => out.push('\x08'),
                 b'f' => out.push('\x0c'),
                 b'v' => out.push('\x0b'),
+                b'0'..=b'7' => {
+                    // Up to three octal digits.
+                    let mut code = u32::from(e - b'0');
+                    for _ in 0..2 {
+                        match self.peek() {
+                            Some(d @ b'0'..=b'7') => {
+                                code = code * 8 + u32::from(d - b'0');
+                                self.pos += 1;
+                            }
+                            _ => break,
+                        }
+                    }
+                    out.push(char::from_u32(code).expect("at most 0o777"));
+                }
                 b'x' => out.push(self.hex_escape(2)?),
                 b'u' => out.push(self.hex_escape(4)?),
                 b'U' => out.push(self.hex_escape(8)?),
-                _ => return Err(self.err("unsupported escape in string")),
+                b'N' => return Err(self.err("named escapes are not supported")),
+                _ => {
+                    // Python keeps an unknown escape as it is (with a warning).
+                    self.pos -= 1;
+                    out.push('\\');
+                }
             }
         }
     }
@@ -413,6 +490,30 @@ mod tests {
             "x",
         ] {
             assert!(parse(bad).is_err(), "{bad} should be rejected");
+        }
+    }
+
+    /// What `ast.literal_eval` (so `numpy.load`) accepts beyond the plain repr.
+    #[test]
+    fn python_syntax_numpy_accepts() {
+        let want = "{'descr': '<f4', 'fortran_order': False, 'shape': (6,)}";
+        for text in [
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (6,), } # a comment",
+            "{'descr': '<f4', # a comment\n 'fortran_order': False, 'shape': (6,), }",
+            "{'descr': '<' 'f4', 'fortran_order': False, 'shape': (6,), }",
+            "{'descr': r'<f4', 'fortran_order': False, 'shape': (6,), }",
+            "{'descr': '''<f4''', 'fortran_order': False, 'shape': (6,), }",
+            "{'descr': '<f4', 'fortran_order': False, \\\n'shape': (6,), }",
+            "({'descr': \"<\" R'f4', 'fortran_order': False, 'shape': (0x6,), })\x0c\t#x\n#y",
+            "{'descr': '\\074f4', 'fortran_order': False, 'shape': (6,), }",
+        ] {
+            assert_eq!(parse(text).map(|l| l.to_string()), Ok(want.replace('\'', "\"")), "{text:?}");
+        }
+        assert_eq!(parse(r"r'a\'b'"), Ok(Literal::Str(r"a\'b".into())));
+        assert_eq!(parse(r"'a\qb'"), Ok(Literal::Str(r"a\qb".into())));
+        assert_eq!(parse("'''a\nb'''"), Ok(Literal::Str("a\nb".into())));
+        for bad in ["b'<f4'", "f'<f4'", "'a' b'c'", "'a' 'b"] {
+            assert!(parse(bad).is_err(), "{bad} should be refused");
         }
     }
 

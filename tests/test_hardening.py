@@ -14,7 +14,7 @@ import zipfile
 import h5py
 import numpy as np
 import pytest
-from _helpers import craft_npy
+from _helpers import assert_same, craft_npy
 
 import packread
 from packread.errors import (
@@ -99,6 +99,34 @@ def test_npy_shape_python_accepts_is_accepted(shape):
     got = packread.load_npy(raw)
     assert got.shape == want.shape
     assert got.tolist() == want.tolist()
+
+
+HEADERS_NUMPY_READS = {
+    "comment-after-dict": "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), } # note",
+    "comment-inside": "{'descr': '<f4', # note\n 'fortran_order': False, 'shape': (2, 3), }",
+    "joined-strings": "{'descr': '<' 'f4', 'fortran_order': False, 'shape': (2, 3), }",
+    "raw-string": "{'descr': r'<f4', 'fortran_order': False, 'shape': (2, 3), }",
+    "triple-quoted": "{'descr': \"\"\"<f4\"\"\", 'fortran_order': False, 'shape': (2, 3), }",
+    "continuation": "{'descr': '<f4', 'fortran_order': False, \\\n 'shape': (2, 3), }",
+    "parenthesised": "({'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), })",
+    "octal-escape": "{'descr': '\\074f4', 'fortran_order': False, 'shape': (2, 3), }",
+    "repeated-key": "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3), 'descr': '<f4'}",
+}
+
+
+@pytest.mark.parametrize("header", HEADERS_NUMPY_READS.values(), ids=HEADERS_NUMPY_READS.keys())
+def test_npy_header_python_syntax_numpy_reads_is_read(tmp_path, header):
+    raw = craft_npy(header, np.arange(6, dtype="<f4").tobytes())
+    want = np.load(io.BytesIO(raw))
+    assert want.dtype == np.float32
+    assert_same(packread.load_npy(raw), want)
+    path = tmp_path / "h.npy"
+    path.write_bytes(raw)
+    assert_same(packread.NpyReader([path]).batch([0])[0], want)
+    npz = io.BytesIO()
+    with zipfile.ZipFile(npz, "w") as z:
+        z.writestr("x.npy", raw)
+    assert_same(packread.load_npz(npz.getvalue())["x"], want)
 
 
 # --- a FIFO (or any non-regular file) never blocks an entry point ------------------------------
