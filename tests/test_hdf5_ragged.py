@@ -159,3 +159,41 @@ def test_ragged_reads_release_the_gil(tmp_path):
     for values, offsets in results:
         assert len(offsets) == 501
         assert offsets[-1] == len(values)
+
+
+@pytest.mark.parametrize("layout", ["chunked", "contiguous", "compact"])
+def test_vlen_strings_end_at_their_first_nul_as_in_h5py(tmp_path, layout):
+    # HDF5 variable-length strings are C strings: libhdf5, so h5py, ends one at its first NUL.
+    # h5py cannot write a NUL inside one, so marker bytes are overwritten in the file's heap.
+    # Sequences of uint8 bytes (vlen_dtype(uint8), PyTables VLStringAtom) keep every byte.
+    path = tmp_path / "nul.h5"
+    texts = [b"ab\x01QUb\x01", b"Q", b"plain", b"", b"xyQQz"]
+    kw = {"chunks": (2,)} if layout == "chunked" else {}
+    with h5py.File(path, "w") as f:
+        if layout == "compact":  # read by libhdf5 itself
+            dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+            dcpl.set_layout(h5py.h5d.COMPACT)
+            tid = h5py.h5t.py_create(h5py.string_dtype("ascii"), logical=True)
+            space = h5py.h5s.create_simple((len(texts),))
+            h5py.h5d.create(f.id, b"s", tid, space, dcpl=dcpl)
+        else:
+            f.create_dataset("s", (len(texts),), dtype=h5py.string_dtype("ascii"), **kw)
+        f["s"][:] = texts
+        u = f.create_dataset("u", (len(texts),), dtype=h5py.vlen_dtype(np.uint8), **kw)
+        for i, t in enumerate(texts):
+            u[i] = np.frombuffer(t.replace(b"Q", b"\0"), np.uint8)
+    raw = path.read_bytes()
+    assert raw.count(b"ab\x01QUb\x01") == 1
+    path.write_bytes(raw.replace(b"ab\x01QUb\x01", b"ab\x01\0Ub\x01").replace(b"xyQQz", b"xy\0\0z"))
+    with h5py.File(path, "r") as f:
+        want_s = list(f["s"][:])
+        want_u = [bytes(v) for v in f["u"][:]]
+    assert want_s[0] == b"ab\x01"
+    assert want_u[0] == b"ab\x01\0Ub\x01"
+    r = packread.HDF5Reader(path)
+    got = r.batch(range(len(texts)))
+    assert got["s"] == want_s
+    assert [bytes(v) for v in got["u"]] == want_u
+    values, offsets = packread.HDF5Reader(path, ragged="flat").batch([4, 0, 0])["s"]
+    assert values.tobytes() == b"xyab\x01ab\x01"
+    assert offsets.tolist() == [0, 2, 5, 8]

@@ -87,6 +87,10 @@ pub struct Vlen {
     pub base: DType,
     pub elem_shape: Vec<usize>,
     pub kind: VlenKind,
+    /// HDF5 variable-length strings are C strings: a sequence ends at its first NUL, as libhdf5
+    /// (so h5py) reads it. Byte sequences stored as uint8 (PyTables' `VLStringAtom`, h5py's
+    /// `vlen_dtype(uint8)`) are kept whole.
+    pub nul_terminated: bool,
     /// Bytes of one stored element: sequence length (u32), heap collection address, index.
     pub id_bytes: usize,
     pub sizeof_addr: usize,
@@ -353,6 +357,7 @@ unsafe fn vlen_of(
                     base,
                     elem_shape,
                     kind,
+                    nul_terminated: string,
                     id_bytes,
                     sizeof_addr: facts.sizeof_addr,
                     sizeof_size: facts.sizeof_size,

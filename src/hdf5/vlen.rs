@@ -104,6 +104,25 @@ impl RaggedBatch {
         unsafe { std::slice::from_raw_parts(self.storage.as_ptr().cast(), self.nbytes) }
     }
 
+    /// Ends every sequence of 1-byte elements at its first NUL (C strings), moving the rest
+    /// down in place.
+    fn cut_at_nul(&mut self) {
+        let mut kept = 0usize;
+        let mut offsets = Vec::with_capacity(self.offsets.len());
+        offsets.push(0u64);
+        let bounds = std::mem::take(&mut self.offsets);
+        let bytes = self.bytes_mut();
+        for w in bounds.windows(2) {
+            let (a, b) = (w[0] as usize, w[1] as usize);
+            let len = bytes[a..b].iter().position(|&c| c == 0).unwrap_or(b - a);
+            bytes.copy_within(a..a + len, kept);
+            kept += len;
+            offsets.push(kept as u64);
+        }
+        self.nbytes = kept;
+        self.offsets = offsets;
+    }
+
     /// The 8-byte storage (its first `nbytes` bytes are the elements), `nbytes` and the
     /// offsets, handed over without a copy.
     pub fn into_parts(self) -> (Vec<u64>, usize, Vec<u64>) {
@@ -194,6 +213,9 @@ impl Hdf5File {
             .ok_or_else(|| h5err(&self.location, "batch too large"))?;
         let mut batch = RaggedBatch::zeroed(nbytes, plan.offsets.clone());
         self.fill_ragged(&plan, batch.bytes_mut())?;
+        if self.vlen_dataset(w)?.2.nul_terminated {
+            batch.cut_at_nul();
+        }
         Ok(batch)
     }
 
@@ -476,6 +498,16 @@ mod tests {
         let n = c.len() as u64;
         c[8..16].copy_from_slice(&n.to_le_bytes());
         c
+    }
+
+    #[test]
+    fn c_strings_end_at_their_first_nul() {
+        let text = b"ab\x01\0b\x01xyz\0\0q";
+        let mut batch = RaggedBatch::zeroed(text.len(), vec![0, 6, 6, 9, 12]);
+        batch.bytes_mut().copy_from_slice(text);
+        batch.cut_at_nul();
+        assert_eq!(batch.offsets, vec![0, 3, 3, 6, 6]);
+        assert_eq!(batch.bytes(), b"ab\x01xyz");
     }
 
     #[test]
