@@ -359,7 +359,8 @@ impl Parser<'_> {
             let Some(c) = self.peek() else {
                 return Err(self.err("unterminated string"));
             };
-            if c == quote && (!triple || self.s.get(self.pos..self.pos + 3) == Some(&[quote; 3][..]))
+            if c == quote
+                && (!triple || self.s.get(self.pos..self.pos + 3) == Some(&[quote; 3][..]))
             {
                 self.pos += if triple { 3 } else { 1 };
                 return Ok(out);
@@ -507,7 +508,11 @@ mod tests {
             "({'descr': \"<\" R'f4', 'fortran_order': False, 'shape': (0x6,), })\x0c\t#x\n#y",
             "{'descr': '\\074f4', 'fortran_order': False, 'shape': (6,), }",
         ] {
-            assert_eq!(parse(text).map(|l| l.to_string()), Ok(want.replace('\'', "\"")), "{text:?}");
+            assert_eq!(
+                parse(text).map(|l| l.to_string()),
+                Ok(want.replace('\'', "\"")),
+                "{text:?}"
+            );
         }
         assert_eq!(parse(r"r'a\'b'"), Ok(Literal::Str(r"a\'b".into())));
         assert_eq!(parse(r"'a\qb'"), Ok(Literal::Str(r"a\qb".into())));

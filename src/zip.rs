@@ -417,7 +417,11 @@ fn directory_fills<R: Read + Seek>(
             ),
         )
     };
-    if end.entries.checked_mul(ENTRY_LEN).is_none_or(|least| least > size) {
+    if end
+        .entries
+        .checked_mul(ENTRY_LEN)
+        .is_none_or(|least| least > size)
+    {
         return Err(inconsistent(end.entries.saturating_mul(ENTRY_LEN)));
     }
     reader
