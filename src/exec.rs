@@ -5,13 +5,18 @@ use std::cell::RefCell;
 
 use rayon::prelude::*;
 
-use crate::codec::{Faults, Pipeline};
+use crate::codec::{inflate_stream, Faults, Pipeline};
 use crate::error::{Error, ErrorKind};
 pub use crate::plan::Piece;
 use crate::source::Source;
 
 /// Raw reads larger than this are split so that several threads share one big sample.
 const SPLIT_BYTES: usize = 4 << 20;
+/// Deflated extents whose stored or inflated bytes reach this are inflated as a stream
+/// ([`crate::codec::inflate_stream`]): straight into the output, reading a piece at a time,
+/// instead of holding the whole stream and the whole inflated member in scratch buffers
+/// (which a thread would also keep at that size afterwards).
+const STREAM_BYTES: usize = 16 << 20;
 
 /// Where an extent's decoded bytes go in its output buffer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -289,6 +294,17 @@ fn run(
     faults: Faults,
 ) -> Result<(), Error> {
     let in_place = e.pipeline.only_checks() && e.stored_len == e.decoded_len;
+    let inner = e.pipeline.inner_len(e.decoded_len);
+    let target = match (target, e.pipeline.stream_plan()) {
+        (Target::At(out), Some(plan)) if e.stored_len.max(inner) >= STREAM_BYTES => {
+            let mut read = |at: u64, buf: &mut [u8]| source.read_at(e.file, e.offset + at, buf);
+            if inflate_stream(&plan, e.stored_len, inner, &mut read, out, faults)? {
+                return Ok(());
+            }
+            Target::At(out)
+        }
+        (target, _) => target,
+    };
     match target {
         // A raw extent, whole or a part of it.
         Target::At(out) if e.is_raw() => source.read_at(e.file, e.offset + start as u64, out),

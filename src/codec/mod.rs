@@ -7,6 +7,7 @@ mod blosc2_frame;
 mod deflate;
 mod hdf5_filters;
 mod hdf5_pipeline;
+mod inflate_stream;
 mod lz4;
 mod npy_stream;
 mod transpose;
@@ -22,12 +23,13 @@ pub use bitshuffle::{
 };
 pub use blosc::{b2nd_compress, blosc2_compress, blosc_decompress, check_chunk, BloscHeader};
 pub use blosc2_frame::{blosc2_frame_decompress, blosc2_frame_size};
-pub use deflate::{inflate, inflate_prefix, Wrapper};
+pub use deflate::{inflate, inflate_prefix, Inflater, Wrapper};
 pub use hdf5_filters::{fletcher32, lzf_decompress, strip_fletcher32, unshuffle};
 pub use hdf5_pipeline::{
     ChunkDecoder, FilterSpec, FILTER_BITSHUFFLE, FILTER_BLOSC, FILTER_BLOSC2, FILTER_DEFLATE,
     FILTER_FLETCHER32, FILTER_LZ4, FILTER_LZF, FILTER_SHUFFLE, FILTER_ZSTD,
 };
+pub use inflate_stream::{inflate_stream, StreamPlan};
 pub use lz4::{lz4_block, lz4_compress_block, lz4_hdf5};
 pub use npy_stream::{npy_stream_to_c, NpyExpect};
 pub use transpose::fortran_to_c;
@@ -283,6 +285,11 @@ impl Pipeline {
             shape: shape.into(),
             itemsize,
         }])
+    }
+
+    /// What the first transform produces, given the final length `out_len`.
+    pub fn inner_len(&self, out_len: usize) -> usize {
+        self.inner_len.unwrap_or(out_len)
     }
 
     pub fn is_identity(&self) -> bool {

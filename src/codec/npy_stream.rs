@@ -4,7 +4,7 @@
 
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind};
-use crate::npy_header::{parse_header, Limits};
+use crate::npy_header::{parse_header, Limits, NpyHeader};
 
 use super::fortran_to_c;
 
@@ -26,20 +26,7 @@ impl NpyExpect {
 }
 
 pub fn npy_stream_to_c(input: &[u8], out: &mut [u8], expect: &NpyExpect) -> Result<(), Error> {
-    let header = parse_header(input, input.len(), "", &expect.limits)?;
-    if header.dtype != expect.dtype || header.shape != expect.shape {
-        return Err(Error::new(
-            ErrorKind::Inconsistent,
-            "",
-            format!(
-                "array has dtype {} and shape {:?}, expected dtype {} and shape {:?}",
-                header.dtype.descr(),
-                header.shape,
-                expect.dtype.descr(),
-                expect.shape
-            ),
-        ));
-    }
+    let header = npy_stream_header(input, input.len(), expect)?;
     let data = &input[header.data_offset..header.data_offset + header.data_len];
     if data.len() != out.len() {
         return Err(Error::new(
@@ -55,4 +42,28 @@ pub fn npy_stream_to_c(input: &[u8], out: &mut [u8], expect: &NpyExpect) -> Resu
         out.copy_from_slice(data);
         Ok(())
     }
+}
+
+/// Parses the header at the start of an NPY stream of `available` bytes (`bytes` holds at
+/// least the whole header) and checks it against `expect`.
+pub fn npy_stream_header(
+    bytes: &[u8],
+    available: usize,
+    expect: &NpyExpect,
+) -> Result<NpyHeader, Error> {
+    let header = parse_header(bytes, available, "", &expect.limits)?;
+    if header.dtype != expect.dtype || header.shape != expect.shape {
+        return Err(Error::new(
+            ErrorKind::Inconsistent,
+            "",
+            format!(
+                "array has dtype {} and shape {:?}, expected dtype {} and shape {:?}",
+                header.dtype.descr(),
+                header.shape,
+                expect.dtype.descr(),
+                expect.shape
+            ),
+        ));
+    }
+    Ok(header)
 }
