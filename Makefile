@@ -14,7 +14,7 @@ export VIRTUAL_ENV := $(VENV_ABS)
 export PATH := $(VENV_ABS)/bin:$(PATH)
 
 .PHONY: all demo test rust-test py-test py-test-slow lint bench develop lock clean wheel wheel-test docs \
-	fuzz fuzz-build fuzz-long fuzz-seeds fuzz-tools miri
+	fuzz fuzz-build fuzz-long fuzz-seeds fuzz-tools fuzz-files fuzz-files-long miri
 
 all: test
 
@@ -121,9 +121,35 @@ endef
 
 fuzz: fuzz-build
 	$(call run_fuzz,-max_total_time=$(FUZZ_SECONDS))
+	$(MAKE) --no-print-directory fuzz-files
 
 fuzz-long: fuzz-build
 	$(call run_fuzz,-runs=$(FUZZ_RUNS) -max_total_time=$(FUZZ_MAX_SECONDS))
+
+# Whole files through the Python API (fuzz/files/fuzz_files.py): seeds written by h5py,
+# hdf5plugin, PyTables, zipfile and numpy, mutated, read by packread and by those readers in
+# worker processes, compared. A crash, hang, non-packread exception or differing data fails it
+# (inputs saved in fuzz/artifacts/files with a replay command); its line joins
+# fuzz/logs/summary.txt like the targets'. `make fuzz-files-long` runs FUZZ_FILES_RUNS inputs,
+# or FUZZ_MAX_SECONDS if that comes first (0: no time cap).
+FUZZ_FILES_SECONDS ?= 120
+FUZZ_FILES_RUNS ?= 100000
+
+define run_fuzz_files
+	mkdir -p fuzz/logs
+	touch fuzz/logs/summary.txt
+	$(PY) fuzz/files/fuzz_files.py $(1) --out fuzz/artifacts/files > fuzz/logs/files.log 2>&1 \
+		|| { sed -n '/^files: summary/,$$p' fuzz/logs/files.log | tail -80; echo "fuzz files FAILED (fuzz/logs/files.log, fuzz/artifacts/files)"; exit 1; }
+	sed -n '/^files: summary/,/^  total/p' fuzz/logs/files.log
+	line="files: $$(grep -o 'Done [0-9]* runs in [0-9]* second(s)' fuzz/logs/files.log)"; echo "$$line"; \
+	flock fuzz/logs/summary.txt sh -c 'grep -v "^$$0:" fuzz/logs/summary.txt > fuzz/logs/summary.new; echo "$$1" >> fuzz/logs/summary.new; sort fuzz/logs/summary.new > fuzz/logs/summary.txt; rm fuzz/logs/summary.new' "files" "$$line"
+endef
+
+fuzz-files: develop
+	$(call run_fuzz_files,--seconds $(FUZZ_FILES_SECONDS))
+
+fuzz-files-long: develop
+	$(call run_fuzz_files,--runs $(FUZZ_FILES_RUNS) --seconds $(FUZZ_MAX_SECONDS))
 
 # Miri (undefined-behaviour checker) over the core's pure-Rust modules: literal and NPY header
 # parsing, dtypes, the planner and executor, the pure-Rust HDF5 filters, ZIP directory parsing.
