@@ -264,6 +264,49 @@ def test_11_directory_size_the_entries_do_not_fill(tmp_path, cd_size):
     npz_raises(tmp_path, npz, packread.BadZipError)
 
 
+def _zipfile_reads(raw: bytes) -> dict[str, bytes]:
+    with zipfile.ZipFile(io.BytesIO(raw)) as zf:
+        return {n: zf.read(n) for n in zf.namelist()}
+
+
+DIRECTORY_AS_ZIPFILE_READS = {
+    # Disk numbers and per-disk entry counts: zipfile does not look at them.
+    "disk-fields": lambda: patch_at(GOOD, LAYOUT.eocd + 4, struct.pack("<HHH", 3, 7, 1)),
+    # A comment length past the end of the file: zipfile takes the comment that is there.
+    "comment-past-eof": lambda: patch_eocd(GOOD, comment_len=200),
+    # The last entry's comment running past the directory: zipfile cuts it off there.
+    "last-comment-past-directory": lambda: patch_central(GOOD, "c.bin", comment_len=9),
+}
+
+
+@pytest.mark.parametrize("variant", list(DIRECTORY_AS_ZIPFILE_READS))
+def test_11_end_record_fields_zipfile_does_not_need(tmp_path, variant):
+    raw = DIRECTORY_AS_ZIPFILE_READS[variant]()
+    assert _zipfile_reads(raw) == WANT
+    path = tmp_path / "z.zip"
+    path.write_bytes(raw)
+    z = packread.ZipReader(path)
+    assert {n: z.read(n) for n in z.keys()} == WANT
+
+
+def test_member_names_end_at_a_nul_as_in_zipfile(tmp_path):
+    # zipfile ends a name at its first NUL (names hiding an extension behind one are a known
+    # trick); packread names members the same way, and still reads them.
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("img.raw#.exe", b"abc")
+        zf.writestr("b.raw", b"defg")
+    raw = buf.getvalue().replace(b"img.raw#.exe", b"img.raw\0.exe")  # zipfile writes no NUL
+    assert raw.count(b"img.raw\0.exe") == 2
+    want = _zipfile_reads(raw)
+    assert list(want) == ["img.raw", "b.raw"]
+    path = tmp_path / "nul.zip"
+    path.write_bytes(raw)
+    z = packread.ZipReader(path)
+    assert z.keys() == ["img.raw", "b.raw"]
+    assert {n: z.read(n) for n in z.keys()} == want
+
+
 # 12. ----------------------------------------------------------------------------------------
 
 
@@ -525,12 +568,17 @@ def _truncated_eocd64_record() -> bytes:
     return raw[: at + 30] + raw[at + 56 :]
 
 
-ZIP64_BAD = {
+# The ZIP64 end record is read where every writer puts it, just before its locator, as zipfile
+# reads it: the locator's copy of its offset and the record's own size field are not needed.
+ZIP64_READ = {
     "locator-past-eof": lambda: zip64(locator_values={"eocd64_offset": len(zip64()) + 1000}),
     "locator-max": lambda: zip64(locator_values={"eocd64_offset": 2**64 - 1}),
     "locator-at-start": lambda: zip64(locator_values={"eocd64_offset": 0}),
     "record-size-short": lambda: zip64(eocd64_values={"record_size": 10}),
     "record-size-huge": lambda: zip64(eocd64_values={"record_size": 2**63}),
+}
+
+ZIP64_BAD = {
     "record-truncated": _truncated_eocd64_record,
     "cd-offset-past-eof": lambda: zip64(eocd64_values={"cd_offset": 2**40}),
     "cd-offset-wraps": lambda: zip64(eocd64_values={"cd_offset": 2**64 - 10}),
@@ -569,6 +617,17 @@ def test_16_sanity_zip64_variants_start_from_a_good_archive(tmp_path):
 def test_16_short_or_inconsistent_zip64_records(tmp_path, variant):
     raw = ZIP64_BAD[variant]()
     zip_raises(tmp_path, raw, packread.BadZipError, None)
+
+
+@pytest.mark.parametrize("variant", list(ZIP64_READ))
+def test_16_zip64_fields_zipfile_does_not_need(tmp_path, variant):
+    raw = ZIP64_READ[variant]()
+    with zipfile.ZipFile(io.BytesIO(raw)) as zf:
+        assert {n: zf.read(n) for n in zf.namelist()} == WANT
+    path = tmp_path / "z64.zip"
+    path.write_bytes(raw)
+    z = packread.ZipReader(path)
+    assert {n: z.read(n) for n in z.keys()} == WANT
 
 
 # 17. ----------------------------------------------------------------------------------------

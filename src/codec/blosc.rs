@@ -273,7 +273,50 @@ pub fn check_chunk(input: &[u8], nbytes: usize) -> Result<BloscHeader, CodecErro
             "filter {bad}, which is not one of blosc's own (shuffle, bitshuffle, delta, truncated precision)"
         )));
     }
+    if h.version <= 2 && h.flags & MEMCPYED == 0 {
+        blosc1_streams(input, &h)?;
+    }
     Ok(h)
+}
+
+/// A blosc 1.x chunk's compressed streams, walked as c-blosc2 walks them (each block at its
+/// start offset, one stream a block or one per byte of the type size), each of which blosc 1.x
+/// always writes with a positive size. c-blosc2 reads blosc 1.x chunks with blosc2's rules,
+/// where a size of 0 is a block of zeros and a negative one a run of a byte: in a blosc 1.x
+/// chunk those are damage (c-blosc 1.x refuses them), not zeros.
+fn blosc1_streams(input: &[u8], h: &BloscHeader) -> Result<(), CodecError> {
+    let at = |i: usize| -> Result<i64, CodecError> {
+        i.checked_add(4)
+            .filter(|&end| end <= h.cbytes)
+            .and_then(|end| input.get(i..end))
+            .map(|b| i64::from(i32::from_le_bytes(b.try_into().expect("4 bytes"))))
+            .ok_or_else(|| corrupt(format!("blosc: a stream at byte {i} runs past the chunk")))
+    };
+    let nblocks = h.nbytes.div_ceil(h.blocksize);
+    let dont_split = h.flags & 0x10 != 0;
+    for b in 0..nblocks {
+        let start = at(BLOSC_HEADER + 4 * b)?;
+        let leftover = b + 1 == nblocks && h.nbytes % h.blocksize != 0;
+        let streams = if dont_split || leftover {
+            1
+        } else {
+            usize::from(h.typesize)
+        };
+        let mut pos = usize::try_from(start).unwrap_or(usize::MAX);
+        for _ in 0..streams {
+            let size = at(pos)?;
+            if size <= 0 {
+                return Err(corrupt(format!(
+                    "blosc: block {b} has a stream of size {size}, which blosc 1.x never writes"
+                )));
+            }
+            pos = pos.saturating_add(4).saturating_add(size as usize);
+            if pos > h.cbytes {
+                return Err(corrupt(format!("blosc: block {b} runs past the chunk")));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn unsupported(what: &str) -> CodecError {
@@ -512,6 +555,47 @@ pub(crate) mod tests {
         // The untouched chunk still decodes.
         blosc_decompress(&c, &mut out).unwrap();
         assert_eq!(out, d);
+    }
+
+    /// A blosc 1.x chunk as c-blosc 1.x writes it (format version 2, one lz4 stream a block,
+    /// positive stream sizes), written byte by byte: it decodes; with a stream's size made 0
+    /// (or negative) it would decode to zeros (a byte run) by blosc2's rules, and is refused.
+    #[test]
+    fn blosc1_streams_of_size_zero_are_refused() {
+        let d = data(5_000);
+        let (block, nblocks) = (2_048usize, 3usize);
+        let mut c = vec![2u8, 1, 0x10 | (1 << 5), 1];
+        c.extend((d.len() as u32).to_le_bytes());
+        c.extend((block as u32).to_le_bytes());
+        c.extend([0u8; 4]); // cbytes, below
+        let mut streams = Vec::new();
+        let mut starts = Vec::new();
+        for part in d.chunks(block) {
+            starts.push(16 + 4 * nblocks + streams.len());
+            let z = crate::codec::lz4_compress_block(part);
+            streams.extend((z.len() as u32).to_le_bytes());
+            streams.extend(z);
+        }
+        for s in &starts {
+            c.extend((*s as u32).to_le_bytes());
+        }
+        c.extend(&streams);
+        let n = c.len() as u32;
+        c[12..16].copy_from_slice(&n.to_le_bytes());
+        let mut out = vec![0u8; d.len()];
+        blosc_decompress(&c, &mut out).unwrap();
+        assert_eq!(out, d);
+        for size in [0i32, -5] {
+            let mut bad = c.clone();
+            let at = starts[1];
+            bad[at..at + 4].copy_from_slice(&size.to_le_bytes());
+            let e = blosc_decompress(&bad, &mut out).unwrap_err();
+            assert!(e.to_string().contains("never writes"), "{e}");
+        }
+        // A block start past the chunk.
+        let mut bad = c.clone();
+        bad[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(blosc_decompress(&bad, &mut out).is_err());
     }
 
     #[test]

@@ -108,6 +108,19 @@ pub enum VlenKind {
     Unicode,
 }
 
+extern "C" {
+    // libhdf5's chunk search (as its reads use it); not bound by hdf5-metno-sys.
+    fn H5Dget_chunk_storage_size(
+        dset_id: hid_t,
+        offset: *const hsize_t,
+        chunk_bytes: *mut hsize_t,
+    ) -> hdf5_sys::h5::herr_t;
+    fn H5Dget_chunk_index_type(
+        dset_id: hid_t,
+        index: *mut hdf5_sys::h5d::H5D_chunk_index_t,
+    ) -> hdf5_sys::h5::herr_t;
+}
+
 fn h5err(location: &str, msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::Hdf5, location, msg)
 }
@@ -605,6 +618,45 @@ unsafe fn chunked(
                         .unwrap_or_else(|| "cannot read the chunk index".into()),
                 ));
             }
+        }
+        // libhdf5's own reads (so h5py's) find a chunk by searching the index for its
+        // coordinates, not by iterating over it: a record the search cannot reach (a damaged
+        // B-tree key) is, to them, a chunk never written, which reads as the fill value. Only
+        // chunks the search finds are kept, so that such a chunk reads the same here; one the
+        // search finds with another size is a second record for the same coordinates.
+        let filtered = H5Pget_nfilters(dcpl) > 0;
+        let mut problem = None;
+        // Fixed and extensible array indexes find a chunk by its position, as their iteration
+        // does: nothing to compare there.
+        const V1_BTREE: hdf5_sys::h5d::H5D_chunk_index_t = 0;
+        const V2_BTREE: hdf5_sys::h5d::H5D_chunk_index_t = 5;
+        let mut index = V1_BTREE;
+        let searched =
+            H5Dget_chunk_index_type(ds, &mut index) < 0 || matches!(index, V1_BTREE | V2_BTREE);
+        v.chunks.retain(|&linear, loc| {
+            if !searched {
+                return true;
+            }
+            let mut coords = vec![0 as hsize_t; rank];
+            let mut rest = linear;
+            for d in (0..rank).rev() {
+                coords[d] = rest % grid[d] * chunk[d];
+                rest /= grid[d];
+            }
+            let mut size: hsize_t = 0;
+            if H5Dget_chunk_storage_size(ds, coords.as_ptr(), &mut size) < 0 {
+                return false;
+            }
+            if filtered && size != loc.size && problem.is_none() {
+                problem = Some(format!(
+                    "the chunk index lists the chunk at {coords:?} with {} bytes, but finds one of {size}",
+                    loc.size
+                ));
+            }
+            true
+        });
+        if let Some(p) = problem {
+            return Err(h5err(at, p));
         }
         // Every chunk inside the file, none overlapping another.
         let mut spans: Vec<(u64, u64)> = v.chunks.values().map(|c| (c.addr, c.size)).collect();

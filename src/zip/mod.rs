@@ -23,9 +23,12 @@ pub const ZIP_FAULTS: Faults = Faults {
     overflow: ErrorKind::LimitExceeded,
 };
 
+mod directory;
+
+use directory::LOCAL_HEADER_LEN;
+
 const STORED: u16 = 0;
 const DEFLATED: u16 = 8;
-const LOCAL_HEADER_LEN: usize = 30;
 const LOCAL_SIGNATURE: u32 = 0x0403_4b50;
 /// DEFLATE cannot expand data more than ~1032:1; a member declaring more is malformed.
 const MAX_DEFLATE_RATIO: u64 = 1032;
@@ -109,6 +112,28 @@ impl Member {
 
     pub fn is_encrypted(&self) -> bool {
         self.encrypted
+    }
+}
+
+/// The name of ZIP compression method `id` (APPNOTE 4.4.5), for messages.
+fn method_name(id: u16) -> &'static str {
+    match id {
+        1 => "shrunk",
+        2..=5 => "reduced",
+        6 => "imploded",
+        9 => "deflate64",
+        10 => "PKWARE imploded",
+        12 => "bzip2",
+        14 => "LZMA",
+        18 => "IBM TERSE",
+        19 => "LZ77",
+        20 | 93 => "zstd",
+        95 => "xz",
+        96 => "JPEG",
+        97 => "WavPack",
+        98 => "PPMd",
+        99 => "AES-encrypted",
+        _ => "unknown",
     }
 }
 
@@ -267,114 +292,33 @@ impl<'a> ZipIndex<MemorySource<'a>> {
     }
 }
 
-/// Central directory to members, with every offset checked against the archive's layout.
+/// Central directory to members (see [`directory`]), each member's room ending where the
+/// next local header starts: data running past it overlaps another member (the zip-bomb
+/// pattern) and is refused when read.
 fn parse_directory<R: Read + Seek>(
     mut reader: R,
     file_len: u64,
     location: &str,
     limits: &ZipLimits,
 ) -> Result<Vec<Member>> {
-    let archive = zip::ZipArchive::new(&mut reader).map_err(|e| match e {
-        zip::result::ZipError::UnsupportedArchive(msg) => Error::new(
-            ErrorKind::Unsupported,
-            location,
-            format!("unsupported ZIP archive: {msg}"),
-        ),
-        other => bad(location, format!("not a valid ZIP archive: {other}")),
-    })?;
-    if archive.len() > limits.max_members {
-        return Err(Error::new(
-            ErrorKind::LimitExceeded,
-            location,
-            format!(
-                "archive has {} members, more than the limit of {}",
-                archive.len(),
-                limits.max_members
-            ),
-        ));
-    }
-    let cd_start = archive.central_directory_start();
-    if cd_start > file_len {
-        return Err(bad(
-            location,
-            "central directory starts past the end of the file",
-        ));
-    }
-    let mut members = Vec::with_capacity(archive.len());
-    for i in 0..archive.len() {
-        let entry = archive
-            .by_index_data(i)
-            .map_err(|e| bad(location, format!("central directory entry {i}: {e}")))?;
-        let name_raw: Box<[u8]> = entry.name_raw().into();
-        let name = entry
-            .name()
-            .map(|n| n.into_owned())
-            .unwrap_or_else(|_| String::from_utf8_lossy(&name_raw).into_owned());
-        let header_offset = entry.header_start();
-        // The member's local header and data must lie before the central directory.
-        let data_floor = header_offset.checked_add(LOCAL_HEADER_LEN as u64 + name_raw.len() as u64);
-        if data_floor
-            .and_then(|f| f.checked_add(entry.compressed_size()))
-            .is_none_or(|end| end > cd_start)
-        {
-            return Err(bad(
-                location,
-                format!(
-                    "member {name:?}: local header at {header_offset} with {} bytes of data does not fit before the central directory at {cd_start}",
-                    entry.compressed_size()
-                ),
-            ));
-        }
-        // The raw method id: with the crate's codecs off, every method but "stored" is
-        // `Unsupported(id)`, so the id is the one thing worth keeping.
-        #[allow(deprecated)]
-        let method = entry.compression().to_u16();
-        members.push(Member {
-            name,
-            name_raw,
-            header_offset,
-            compressed_size: entry.compressed_size(),
-            size: entry.size(),
-            method,
-            crc32: entry.crc32(),
-            encrypted: entry.encrypted(),
-            end_limit: cd_start,
+    let dir = directory::read_directory(&mut reader, file_len, location, limits.max_members)?;
+    let mut members: Vec<Member> = dir
+        .entries
+        .into_iter()
+        .map(|e| Member {
+            name: e.name,
+            name_raw: e.name_raw,
+            header_offset: e.header_offset,
+            compressed_size: e.compressed_size,
+            size: e.size,
+            method: e.method,
+            crc32: e.crc32,
+            encrypted: e.flags & 1 != 0,
+            end_limit: dir.start,
             data_start: AtomicU64::new(0),
             npy_layout: ArcSwapOption::empty(),
-        });
-    }
-    let duplicates = archive.has_duplicate_names();
-    let prefix = archive.offset();
-    drop(archive);
-    let end = end_record(&mut reader, file_len, prefix, cd_start, location)?;
-    if end.cd_end.is_none_or(|e| e > end.limit) {
-        return Err(bad(
-            location,
-            "central directory runs past the end-of-directory record",
-        ));
-    }
-    directory_fills(&mut reader, cd_start, &end, location)?;
-    if end.entries != members.len() as u64 {
-        // The crate keeps one member per name; a count mismatch means the names repeat.
-        return Err(if duplicates {
-            Error::new(
-                ErrorKind::Unsupported,
-                location,
-                "archive has several members with the same name, which packread does not read",
-            )
-        } else {
-            bad(
-                location,
-                format!(
-                    "end record counts {} members, the central directory holds {}",
-                    end.entries,
-                    members.len()
-                ),
-            )
-        });
-    }
-    // Each member's room ends where the next local header starts: data running past it
-    // overlaps another member (the zip-bomb pattern) and is refused when read.
+        })
+        .collect();
     let mut order: Vec<usize> = (0..members.len()).collect();
     order.sort_unstable_by_key(|&i| members[i].header_offset);
     for pair in order.windows(2) {
@@ -391,145 +335,6 @@ fn parse_directory<R: Read + Seek>(
         members[a].end_limit = members[b].header_offset;
     }
     Ok(members)
-}
-
-/// Walks the central directory's entries from `cd_start` (their fixed part, then past name,
-/// extra field and comment) and checks that the end record's entry count takes exactly the
-/// bytes it says the directory has. The `zip` crate reads as many entries as the count says,
-/// wherever they end; zipfile reads as many bytes as the size says, whatever the count. An end
-/// record on which the two disagree (a directory "0 bytes long" holding 3 entries: zipfile and
-/// numpy see an empty archive) is inconsistent, and so refused.
-fn directory_fills<R: Read + Seek>(
-    reader: &mut R,
-    cd_start: u64,
-    end: &EndRecord,
-    location: &str,
-) -> Result<()> {
-    const ENTRY_LEN: u64 = 46;
-    const ENTRY_SIGNATURE: u32 = 0x0201_4b50;
-    let size = end.cd_size;
-    let inconsistent = |walked: u64| {
-        bad(
-            location,
-            format!(
-                "end record says the central directory is {size} bytes, but its {} entries take {walked}",
-                end.entries
-            ),
-        )
-    };
-    if end
-        .entries
-        .checked_mul(ENTRY_LEN)
-        .is_none_or(|least| least > size)
-    {
-        return Err(inconsistent(end.entries.saturating_mul(ENTRY_LEN)));
-    }
-    reader
-        .seek(std::io::SeekFrom::Start(cd_start))
-        .map_err(|e| bad(location, format!("cannot read the central directory: {e}")))?;
-    let mut walked = 0u64;
-    let mut fixed = [0u8; ENTRY_LEN as usize];
-    for _ in 0..end.entries {
-        if walked + ENTRY_LEN > size {
-            return Err(inconsistent(walked + ENTRY_LEN));
-        }
-        reader
-            .read_exact(&mut fixed)
-            .map_err(|e| bad(location, format!("cannot read the central directory: {e}")))?;
-        let u16_at = |o: usize| u64::from(u16::from_le_bytes([fixed[o], fixed[o + 1]]));
-        if u32::from_le_bytes(fixed[..4].try_into().expect("4 bytes")) != ENTRY_SIGNATURE {
-            return Err(bad(
-                location,
-                format!("no central directory entry at byte {}", cd_start + walked),
-            ));
-        }
-        let variable = u16_at(28) + u16_at(30) + u16_at(32);
-        walked += ENTRY_LEN + variable;
-        let skipped = std::io::copy(&mut reader.by_ref().take(variable), &mut std::io::sink())
-            .map_err(|e| bad(location, format!("cannot read the central directory: {e}")))?;
-        if skipped != variable {
-            return Err(inconsistent(walked));
-        }
-    }
-    if walked != size {
-        return Err(inconsistent(walked));
-    }
-    Ok(())
-}
-
-/// What the end-of-central-directory records say about the directory's extent (`cd_start`
-/// as the `zip` crate found it, prefix included).
-struct EndRecord {
-    entries: u64,
-    /// Bytes of the central directory.
-    cd_size: u64,
-    /// Absolute end of the central directory (None if the sum wraps).
-    cd_end: Option<u64>,
-    /// Where the directory must end: the (ZIP64) end record.
-    limit: u64,
-}
-
-const EOCD_SIGNATURE: u32 = 0x0605_4b50;
-const ZIP64_LOCATOR_SIGNATURE: u32 = 0x0706_4b50;
-const ZIP64_EOCD_SIGNATURE: u32 = 0x0606_4b50;
-
-/// Reads the end records. The `zip` crate finds the directory's start but does not bound its
-/// size or report the recorded entry count; both are checked here (written by hand for that
-/// reason: a few fixed-layout fields).
-fn end_record<R: Read + Seek>(
-    reader: &mut R,
-    file_len: u64,
-    prefix: u64,
-    cd_start: u64,
-    location: &str,
-) -> Result<EndRecord> {
-    let read_at = |reader: &mut R, offset: u64, buf: &mut [u8]| -> Result<()> {
-        reader
-            .seek(std::io::SeekFrom::Start(offset))
-            .and_then(|_| reader.read_exact(buf))
-            .map_err(|e| bad(location, format!("cannot read the end record: {e}")))
-    };
-    let tail_len = file_len.min(22 + 65_535) as usize;
-    let mut tail = vec![0u8; tail_len];
-    read_at(reader, file_len - tail_len as u64, &mut tail)?;
-    let u16_at = |b: &[u8], o: usize| u64::from(u16::from_le_bytes([b[o], b[o + 1]]));
-    let u32_at =
-        |b: &[u8], o: usize| u64::from(u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]));
-    let u64_at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
-    let pos = (0..tail_len.saturating_sub(21))
-        .rev()
-        .find(|&p| {
-            u32_at(&tail, p) == u64::from(EOCD_SIGNATURE)
-                && p + 22 + u16_at(&tail, p + 20) as usize <= tail_len
-        })
-        .ok_or_else(|| bad(location, "no end-of-central-directory record"))?;
-    let eocd_at = file_len - (tail_len - pos) as u64;
-    let (mut entries, mut cd_size) = (u16_at(&tail, pos + 10), u32_at(&tail, pos + 12));
-    let mut limit = eocd_at;
-    if eocd_at >= 20 {
-        let mut loc = [0u8; 20];
-        read_at(reader, eocd_at - 20, &mut loc)?;
-        if u32_at(&loc, 0) == u64::from(ZIP64_LOCATOR_SIGNATURE) {
-            let record_at = u64_at(&loc, 8)
-                .checked_add(prefix)
-                .filter(|&r| r.checked_add(56).is_some_and(|e| e <= eocd_at - 20))
-                .ok_or_else(|| bad(location, "ZIP64 end record lies outside the file"))?;
-            let mut rec = [0u8; 56];
-            read_at(reader, record_at, &mut rec)?;
-            if u32_at(&rec, 0) != u64::from(ZIP64_EOCD_SIGNATURE) {
-                return Err(bad(location, "ZIP64 locator points at no ZIP64 end record"));
-            }
-            entries = u64_at(&rec, 32);
-            cd_size = u64_at(&rec, 40);
-            limit = record_at;
-        }
-    }
-    Ok(EndRecord {
-        entries,
-        cd_size,
-        cd_end: cd_start.checked_add(cd_size),
-        limit,
-    })
 }
 
 impl<S: Source> ZipIndex<S> {
@@ -708,7 +513,7 @@ impl<S: Source> ZipIndex<S> {
                 at(),
                 format!(
                     "compression method {other} ({}) is not supported; only stored and deflated",
-                    zip::CompressionMethod::name_from_u16(other)
+                    method_name(other)
                 ),
             )),
         }
@@ -871,7 +676,9 @@ impl<S: Source> ZipIndex<S> {
                 }
                 return Ok(Some(header));
             }
-            if want >= m.size as usize {
+            // The member (or its deflate stream, which may end before the member's declared
+            // size) holds no more than `prefix`: a header longer than that runs past its end.
+            if want >= m.size as usize || prefix.len() < want {
                 return Err(Error::new(
                     ErrorKind::NpyFormat,
                     at,
