@@ -745,3 +745,62 @@ def test_bad_constructor_arguments(good):
         packread.HDF5Reader(path, num_threads=-2)
     with pytest.raises(TypeError):
         packread.HDF5Reader(path, datasets=3)
+
+
+def test_dataset_with_a_damaged_object_header_is_skipped_not_the_file(tmp_path):
+    # h5py and PyTables read a file's other datasets when one object header is damaged; so
+    # does packread, listing the damaged one in `skipped` (asked for by name, it is an error).
+    path = tmp_path / "oh.h5"
+    with h5py.File(path, "w", libver="latest") as f:
+        f["x"] = np.arange(10.0)
+        f["y"] = np.arange(10.0) * 2
+    raw = bytearray(path.read_bytes())
+    headers = [i for i in range(len(raw)) if raw.startswith(b"OHDR", i)]
+    assert len(headers) == 3  # the root group, x, y
+    raw[headers[1] + 6 : headers[1] + 10] = b"\xff" * 4  # x's header
+    path.write_bytes(bytes(raw))
+    with h5py.File(path, "r") as f:
+        with pytest.raises(Exception):  # noqa: B017, PT011 (libhdf5's error varies)
+            f["x"][:]
+        want_y = f["y"][:]
+    r = packread.HDF5Reader(path)
+    assert r.keys() == ["y"]
+    assert "x" in r.skipped
+    assert "object header" in r.skipped["x"]
+    assert_same(r.batch(range(10))["y"], want_y)
+    with pytest.raises(packread.HDF5Error):
+        packread.HDF5Reader(path, "x")
+
+
+def test_dataset_whose_name_is_not_utf8_is_skipped_not_the_file(tmp_path):
+    path = tmp_path / "names.h5"
+    with h5py.File(path, "w") as f:
+        f["x"] = np.arange(10)
+        f.create_dataset(b"bad\xff\xfename", data=np.arange(10))
+    r = packread.HDF5Reader(path)
+    assert r.keys() == ["x"]
+    assert list(r.skipped.values()) == ["its name is not UTF-8, so no str can name it"]
+    with h5py.File(path, "r") as f:
+        assert_same(r.batch(range(10))["x"], f["x"][:])
+
+
+def test_filter_nothing_decodes_but_every_chunk_skips_reads_as_h5py(tmp_path):
+    # An optional filter neither packread nor libhdf5 knows: libhdf5 wrote every chunk without
+    # it (their masks say so), so h5py reads the data, and packread does too.
+    path = tmp_path / "unknown.h5"
+    data = np.arange(60, dtype="<i4").reshape(10, 6)
+    with h5py.File(path, "w") as f:
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_chunk((2, 6))
+        dcpl.set_filter(32999, h5py.h5z.FLAG_OPTIONAL, ())
+        dcpl.set_deflate(4)
+        tid = h5py.h5t.py_create(data.dtype)
+        space = h5py.h5s.create_simple(data.shape)
+        h5py.h5d.create(f.id, b"x", tid, space, dcpl=dcpl).write(h5py.h5s.ALL, h5py.h5s.ALL, data)
+    with h5py.File(path, "r") as f:
+        d = f["x"]
+        assert all(d.id.get_chunk_info(i).filter_mask == 1 for i in range(d.id.get_num_chunks()))
+        want = d[:]
+    r = packread.HDF5Reader(path, "x")
+    assert r["x"].read_path.startswith("chunked")
+    assert_same(r.batch(range(10)), want)

@@ -76,6 +76,7 @@ fuzz_target!(|data: &[u8]| {
             id: *id,
             name: "",
             params,
+            available: false,
         })
         .collect();
     let Ok(Some(decoder)) = ChunkDecoder::new(&specs, &shape, itemsize, false) else {

@@ -21,6 +21,8 @@ pub struct FilterSpec<'a> {
     pub id: u32,
     pub name: &'a str,
     pub params: &'a [u32],
+    /// Whether libhdf5 (the build packread links) can decode it.
+    pub available: bool,
 }
 
 /// The decoding of one dataset's chunks: its filters' steps in write order.
@@ -149,10 +151,21 @@ impl ChunkDecoder {
                         inner,
                     }
                 }
+                // Neither here nor in libhdf5: chunks that skip it (their filter mask says so, as
+                // blosc leaves chunks it cannot shrink) still read; others cannot.
+                _ if !f.available => Step::Missing { id: f.id },
                 _ => return Ok(None),
             });
         }
         Ok((compressors <= 1).then_some(ChunkDecoder { steps }))
+    }
+
+    /// Positions (in the write pipeline) of the filters nothing here can decode.
+    pub fn missing(&self) -> impl Iterator<Item = (usize, u32)> + '_ {
+        self.steps.iter().enumerate().filter_map(|(i, s)| match s {
+            Step::Missing { id } => Some((i, *id)),
+            _ => None,
+        })
     }
 
     /// The pipeline for a chunk whose filter mask is `mask`: the filters in reverse, skipping
@@ -171,5 +184,49 @@ impl ChunkDecoder {
             .map(|(_, s)| s.clone())
             .collect();
         Pipeline::new(steps)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::Faults;
+    use crate::error::ErrorKind;
+
+    fn spec(id: u32, params: &[u32], available: bool) -> FilterSpec<'_> {
+        FilterSpec {
+            id,
+            name: "",
+            params,
+            available,
+        }
+    }
+
+    /// A filter nothing decodes stays in the pipeline: chunks whose mask skips it decode, others
+    /// are an `UnsupportedError` naming it. One libhdf5 decodes sends the dataset to libhdf5.
+    #[test]
+    fn filters_nothing_decodes_fail_only_the_chunks_that_need_them() {
+        let filters = [spec(32999, &[], false), spec(FILTER_SHUFFLE, &[2], true)];
+        let d = ChunkDecoder::new(&filters, &[4], 2, false)
+            .unwrap()
+            .unwrap();
+        assert_eq!(d.missing().collect::<Vec<_>>(), vec![(0, 32999)]);
+        let stored = [1u8, 3, 5, 7, 2, 4, 6, 8];
+        let mut out = [0u8; 8];
+        let faults = Faults::both(ErrorKind::Hdf5);
+        d.pipeline(1)
+            .decode(&stored, &mut out, &mut Default::default(), faults)
+            .unwrap();
+        assert_eq!(out, [1, 2, 3, 4, 5, 6, 7, 8]);
+        let e = d
+            .pipeline(0)
+            .decode(&stored, &mut out, &mut Default::default(), faults)
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unsupported);
+        assert!(e.message().contains("32999"), "{e}");
+        assert_eq!(
+            ChunkDecoder::new(&[spec(5, &[], true)], &[4], 2, false),
+            Ok(None)
+        );
     }
 }

@@ -152,6 +152,9 @@ pub enum Step {
     /// Ignores the input: the output is this pattern repeated (an HDF5 chunk never written,
     /// which reads as the fill value).
     Fill(Arc<[u8]>),
+    /// A filter no decoder here or in libhdf5 knows: a chunk whose mask does not skip it cannot
+    /// be read (an `UnsupportedError` naming the filter).
+    Missing { id: u32 },
 }
 
 impl Step {
@@ -203,6 +206,13 @@ impl Step {
                 fill(out, pattern);
                 Ok(())
             }
+            Step::Missing { id } => Err(Error::new(
+                ErrorKind::Unsupported,
+                "",
+                format!(
+                    "the chunk needs filter {id}, which neither packread nor its libhdf5 decodes"
+                ),
+            )),
             Step::Crc32(_) | Step::Crc32After { .. } => {
                 unreachable!("checks are not transforms")
             }

@@ -11,7 +11,9 @@ use hdf5_sys::h5d::{
     H5Dget_offset, H5Dget_space, H5Dget_space_status, H5Dget_type,
 };
 use hdf5_sys::h5i::hid_t;
-use hdf5_sys::h5o::{H5O_info2_t, H5O_type_t, H5Ovisit3, H5O_INFO_BASIC};
+use hdf5_sys::h5i::{H5I_type_t, H5Iget_type};
+use hdf5_sys::h5l::{H5L_info2_t, H5L_type_t, H5Literate2};
+use hdf5_sys::h5o::{H5Oclose, H5Oopen};
 use hdf5_sys::h5p::{
     H5Pclose, H5Pfill_value_defined, H5Pget_chunk, H5Pget_external_count, H5Pget_fill_time,
     H5Pget_fill_value, H5Pget_filter2, H5Pget_layout, H5Pget_nfilters, H5P_DEFAULT,
@@ -148,42 +150,101 @@ fn id(
     }
 }
 
-/// Paths of every dataset in the file, each once, in name order.
+/// Every dataset reachable from the root through hard links, each once (by its first path
+/// in name order, as h5py's `visititems` gives it), with the reason one cannot be read: a name
+/// that is not UTF-8 (packread's names are `str`), or an object libhdf5 cannot open (a damaged
+/// object header). A damaged object is reported, not a reason to refuse the file: h5py and
+/// PyTables read the file's other datasets. Groups are walked one link at a time (as h5py
+/// opens objects), not with `H5Ovisit`/`H5Lvisit`, which give up on the whole file at the
+/// first object they cannot open.
 ///
 /// # Safety
 /// `file` is an open file id and the caller holds the HDF5 lock.
-pub unsafe fn dataset_names(file: hid_t, location: &str) -> Result<Vec<String>> {
-    // SAFETY: the caller's contract (see `# Safety`): valid libhdf5 ids, its lock held.
-    unsafe {
-        extern "C" fn visit(
-            _obj: hid_t,
-            name: *const c_char,
-            info: *const H5O_info2_t,
-            data: *mut c_void,
-        ) -> i32 {
-            // SAFETY: libhdf5 passes a valid name and info; `data` is the Vec below.
-            unsafe {
-                if (*info).type_ == H5O_type_t::H5O_TYPE_DATASET {
-                    let names = &mut *data.cast::<Vec<String>>();
-                    names.push(format!("/{}", CStr::from_ptr(name).to_string_lossy()));
-                }
+pub unsafe fn dataset_names(file: hid_t, location: &str) -> Result<Vec<(String, Option<String>)>> {
+    /// The hard links of one group: (name, the object's token).
+    extern "C" fn collect(
+        _group: hid_t,
+        name: *const c_char,
+        info: *const H5L_info2_t,
+        data: *mut c_void,
+    ) -> c_int {
+        // SAFETY: libhdf5 passes a valid name and link info; `data` is the Vec below.
+        unsafe {
+            if (*info).type_ == H5L_type_t::H5L_TYPE_HARD {
+                // SAFETY: a hard link's union holds its object's token, 16 plain bytes.
+                let token: [u8; 16] = std::mem::transmute((*info).u);
+                let links = &mut *data.cast::<Vec<(Vec<u8>, [u8; 16])>>();
+                links.push((CStr::from_ptr(name).to_bytes().to_vec(), token));
             }
-            0
         }
-        let mut names: Vec<String> = Vec::new();
-        let status = H5Ovisit3(
-            file,
-            H5_index_t::H5_INDEX_NAME,
-            H5_iter_order_t::H5_ITER_INC,
-            Some(visit),
-            (&mut names as *mut Vec<String>).cast(),
-            H5O_INFO_BASIC,
-        );
-        if status < 0 {
-            return Err(h5err(location, "cannot walk the file's groups"));
-        }
-        Ok(names)
+        0
     }
+    /// Adds the datasets under `group` (whose path is `path`) to `found`.
+    unsafe fn walk(
+        group: hid_t,
+        path: &str,
+        found: &mut Vec<(String, Option<String>)>,
+        seen: &mut std::collections::HashSet<[u8; 16]>,
+        depth: usize,
+    ) -> bool {
+        // SAFETY: the caller's contract: `group` is open, the lock held.
+        unsafe {
+            let mut links: Vec<(Vec<u8>, [u8; 16])> = Vec::new();
+            let mut idx: hsize_t = 0;
+            if H5Literate2(
+                group,
+                H5_index_t::H5_INDEX_NAME,
+                H5_iter_order_t::H5_ITER_INC,
+                &mut idx,
+                Some(collect),
+                (&mut links as *mut Vec<(Vec<u8>, [u8; 16])>).cast(),
+            ) < 0
+            {
+                return false;
+            }
+            for (name, token) in links {
+                if !seen.insert(token) {
+                    continue; // reached before, by another path
+                }
+                let child = format!("{path}/{}", String::from_utf8_lossy(&name));
+                let Ok(cname) = std::ffi::CString::new(name.clone()) else {
+                    continue;
+                };
+                let id = H5Oopen(group, cname.as_ptr(), H5P_DEFAULT);
+                if id < 0 {
+                    let why = "its object header cannot be read (damaged)".to_string();
+                    found.push((child, Some(why)));
+                    continue;
+                }
+                match H5Iget_type(id) {
+                    H5I_type_t::H5I_DATASET => {
+                        let why = std::str::from_utf8(&name)
+                            .is_err()
+                            .then(|| "its name is not UTF-8, so no str can name it".to_string());
+                        found.push((child, why));
+                    }
+                    H5I_type_t::H5I_GROUP if depth < MAX_GROUP_DEPTH => {
+                        if !walk(id, &child, found, seen, depth + 1) {
+                            let why = "its group cannot be read (damaged)".to_string();
+                            found.push((child, Some(why)));
+                        }
+                    }
+                    _ => {}
+                }
+                H5Oclose(id);
+            }
+            true
+        }
+    }
+    /// Groups nested deeper than this are not walked (a loop of links could go on forever).
+    const MAX_GROUP_DEPTH: usize = 256;
+    let mut found = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    // SAFETY: the caller's contract.
+    if !unsafe { walk(file, "", &mut found, &mut seen, 0) } {
+        return Err(h5err(location, "cannot walk the file's groups"));
+    }
+    Ok(found)
 }
 
 /// What a file says about all its datasets.

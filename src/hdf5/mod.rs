@@ -257,7 +257,7 @@ impl Hdf5File {
             }
         };
         let file_len = source.len();
-        let (h5, image, metas) = with_library(&location, || {
+        let (h5, image, metas, unreadable) = with_library(&location, || {
             let (h5, image) = match &source {
                 Backing::File(f) => (
                     hdf5_metno::File::open(f.library_path())
@@ -275,9 +275,22 @@ impl Hdf5File {
                 }
             };
             // SAFETY: open file id, HDF5 lock held.
-            let all = unsafe { meta::dataset_names(h5.id(), &location)? };
+            let found = unsafe { meta::dataset_names(h5.id(), &location)? };
+            let all: Vec<String> = found.iter().map(|(n, _)| n.clone()).collect();
+            // Asked for everything: a dataset whose name or object header cannot be read is left
+            // out (listed in `skipped`, saying why); the others read as usual.
+            let mut unreadable: Vec<(String, String)> = Vec::new();
             let wanted: Vec<String> = match &selection {
-                Selection::All => all.clone(),
+                Selection::All => found
+                    .into_iter()
+                    .filter_map(|(name, why)| match why {
+                        Some(why) => {
+                            unreadable.push((name, why));
+                            None
+                        }
+                        None => Some(name),
+                    })
+                    .collect(),
                 // Names may reach a dataset through soft or hard links, as in h5py.
                 Selection::Names(names) => names.iter().map(|n| normalize(n)).collect(),
             };
@@ -285,28 +298,32 @@ impl Hdf5File {
             let facts = unsafe { meta::file_facts(h5.id(), &location)? };
             let mut metas = Vec::with_capacity(wanted.len());
             for name in &wanted {
-                let ds = h5.dataset(name).map_err(|e| {
-                    if all.contains(name) {
-                        h5err(
-                            &format!("{location}:{name}"),
-                            format!("cannot open dataset: {e}"),
-                        )
-                    } else {
-                        Error::new(
-                            ErrorKind::Key,
-                            &location,
-                            format!("no dataset {name:?} (datasets: {all:?})"),
-                        )
-                    }
-                })?;
-                // SAFETY: open dataset id, HDF5 lock held.
-                metas.push(unsafe {
-                    meta::dataset_meta(ds.id(), name, &location, file_len, facts)?
-                });
+                let meta = h5
+                    .dataset(name)
+                    .map_err(|e| {
+                        if all.contains(name) {
+                            h5err(
+                                &format!("{location}:{name}"),
+                                format!("cannot open dataset: {e}"),
+                            )
+                        } else {
+                            Error::new(
+                                ErrorKind::Key,
+                                &location,
+                                format!("no dataset {name:?} (datasets: {all:?})"),
+                            )
+                        }
+                    })
+                    // SAFETY: open dataset id, HDF5 lock held.
+                    .and_then(|ds| unsafe {
+                        meta::dataset_meta(ds.id(), name, &location, file_len, facts)
+                    });
+                metas.push(meta?);
             }
-            Ok((h5, image, metas))
+            Ok((h5, image, metas, unreadable))
         })?;
-        let (datasets, samples, skipped) = select(metas, &selection, &location)?;
+        let (datasets, samples, mut skipped) = select(metas, &selection, &location)?;
+        skipped.extend(unreadable);
         Ok(Hdf5File {
             source,
             h5: LibraryHandle {

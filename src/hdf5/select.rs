@@ -163,6 +163,15 @@ fn dataset(meta: DatasetMeta, location: &str) -> Result<Hdf5Dataset> {
         Layout::Chunked { chunk, .. } => {
             chunk_bytes = chunk.iter().product::<usize>() * itemsize;
             match native_filters(&meta, chunk, itemsize, &at)? {
+                // A filter nothing decodes, that some written chunk needs: unreadable.
+                Some(decoder) if decoder.missing().any(|(i, _)| needed(&meta.layout, i)) => {
+                    let (_, id) = decoder.missing().find(|&(i, _)| needed(&meta.layout, i)).expect("found");
+                    let name = meta.filters.iter().find(|f| f.id == id).map_or("", |f| f.name.as_str());
+                    ReadPath::Unreadable(format!(
+                        "filter {id} ({}) is not available: packread cannot decode this pipeline and its libhdf5 lacks the filter",
+                        if name.is_empty() { "unknown" } else { name }
+                    ))
+                }
                 Some(decoder) => ReadPath::Chunked { decoder },
                 None => match meta.filters.iter().find(|f| !f.available) {
                     Some(f) => ReadPath::Unreadable(format!(
@@ -185,6 +194,16 @@ fn dataset(meta: DatasetMeta, location: &str) -> Result<Hdf5Dataset> {
     })
 }
 
+/// Whether some written chunk applied filter `i` of the pipeline (its mask does not skip it).
+fn needed(layout: &Layout, i: usize) -> bool {
+    match layout {
+        Layout::Chunked { chunks, .. } => {
+            chunks.values().any(|c| i >= 32 || c.mask & (1 << i) == 0)
+        }
+        _ => true,
+    }
+}
+
 /// The decoder packread runs itself, or `None` if a filter needs libhdf5 (see
 /// [`ChunkDecoder::new`]).
 fn native_filters(
@@ -200,6 +219,7 @@ fn native_filters(
             id: f.id,
             name: &f.name,
             params: &f.params,
+            available: f.available,
         })
         .collect();
     ChunkDecoder::new(&specs, chunk, itemsize, meta.vlen.is_some()).map_err(|m| h5err(at, m))
