@@ -223,11 +223,11 @@ pub unsafe fn dataset_names(file: hid_t, location: &str) -> Result<Vec<(String, 
                             .then(|| "its name is not UTF-8, so no str can name it".to_string());
                         found.push((child, why));
                     }
-                    H5I_type_t::H5I_GROUP if depth < MAX_GROUP_DEPTH => {
-                        if !walk(id, &child, found, seen, depth + 1) {
-                            let why = "its group cannot be read (damaged)".to_string();
-                            found.push((child, Some(why)));
-                        }
+                    H5I_type_t::H5I_GROUP
+                        if depth < MAX_GROUP_DEPTH && !walk(id, &child, found, seen, depth + 1) =>
+                    {
+                        let why = "its group cannot be read (damaged)".to_string();
+                        found.push((child, Some(why)));
                     }
                     _ => {}
                 }
