@@ -352,47 +352,72 @@ fn unravel(mut i: usize, grid: &[usize]) -> Vec<usize> {
 fn untile_chunk(b: &B2nd, typesize: usize, chunk: &[usize], decoded: &[u8], out: &mut [u8]) {
     let nd = b.shape.len();
     let ext = b.ext_chunkshape();
-    let block_grid: Vec<usize> = ext.iter().zip(&b.blockshape).map(|(e, b)| e / b).collect();
-    let nblocks: usize = block_grid.iter().product();
-    let block_bytes: usize = b.blockshape.iter().product::<usize>() * typesize;
-    // Element strides of the output array.
-    let mut stride = vec![1usize; nd];
-    for d in (0..nd.saturating_sub(1)).rev() {
-        stride[d] = stride[d + 1] * b.shape[d + 1];
+    let mut block_grid = [1usize; MAX_DIM];
+    let (mut ostride, mut bstride) = ([1usize; MAX_DIM], [1usize; MAX_DIM]);
+    for d in (0..nd).rev() {
+        block_grid[d] = ext[d] / b.blockshape[d];
+        if d + 1 < nd {
+            ostride[d] = ostride[d + 1] * b.shape[d + 1];
+            bstride[d] = bstride[d + 1] * b.blockshape[d + 1];
+        }
     }
-    let rows_per_block: usize = b.blockshape[..nd - 1].iter().product();
-    let row_len = b.blockshape[nd - 1];
+    let nblocks: usize = block_grid[..nd].iter().product();
+    let block_bytes: usize = b.blockshape.iter().product::<usize>() * typesize;
+    let (mut block, mut origin, mut inside) = ([0usize; MAX_DIM], [0usize; MAX_DIM], [0; MAX_DIM]);
     for k in 0..nblocks {
-        let block = unravel(k, &block_grid);
-        // The block's first element in array coordinates, and how much of it is inside both
-        // its chunk (not padding) and the array.
-        let origin: Vec<usize> = (0..nd)
-            .map(|d| chunk[d] * b.chunkshape[d] + block[d] * b.blockshape[d])
-            .collect();
-        let inside: Vec<usize> = (0..nd)
-            .map(|d| {
-                let in_chunk = b.chunkshape[d].saturating_sub(block[d] * b.blockshape[d]);
-                let in_array = b.shape[d].saturating_sub(origin[d]);
-                b.blockshape[d].min(in_chunk).min(in_array)
-            })
-            .collect();
-        if inside.contains(&0) {
+        // The block's grid coordinates (C order), its first element in the array, and how much
+        // of it lies inside both its chunk (not padding) and the array.
+        let mut rest = k;
+        for d in (0..nd).rev() {
+            block[d] = rest % block_grid[d];
+            rest /= block_grid[d];
+            origin[d] = chunk[d] * b.chunkshape[d] + block[d] * b.blockshape[d];
+            let in_chunk = b.chunkshape[d].saturating_sub(block[d] * b.blockshape[d]);
+            let in_array = b.shape[d].saturating_sub(origin[d]);
+            inside[d] = b.blockshape[d].min(in_chunk).min(in_array);
+        }
+        if inside[..nd].contains(&0) {
             continue;
         }
         let src_block = &decoded[k * block_bytes..(k + 1) * block_bytes];
         let run = inside[nd - 1] * typesize;
-        for r in 0..rows_per_block {
-            let within = unravel(r, &b.blockshape[..nd - 1]);
-            if within.iter().zip(&inside).any(|(&w, &n)| w >= n) {
-                continue;
+        if nd == 1 {
+            let dst = origin[0] * typesize;
+            out[dst..dst + run].copy_from_slice(&src_block[..run]);
+            continue;
+        }
+        // Rows along the second-to-last dimension are copied in the inner loop (offsets
+        // stepped, not recomputed); an odometer counts the dimensions before it.
+        let inner = nd - 2;
+        let (src_step, dst_step) = (bstride[inner] * typesize, ostride[inner] * typesize);
+        let mut outer = [0usize; MAX_DIM];
+        'outer: loop {
+            let (mut src, mut dst) = (0usize, origin[nd - 1]);
+            for d in 0..inner {
+                src += outer[d] * bstride[d];
+                dst += (origin[d] + outer[d]) * ostride[d];
             }
-            let dst_elem: usize = (0..nd - 1)
-                .map(|d| (origin[d] + within[d]) * stride[d])
-                .sum::<usize>()
-                + origin[nd - 1];
-            let src = r * row_len * typesize;
-            let dst = dst_elem * typesize;
-            out[dst..dst + run].copy_from_slice(&src_block[src..src + run]);
+            let (mut src, mut dst) = (
+                src * typesize,
+                (dst + origin[inner] * ostride[inner]) * typesize,
+            );
+            let rows = inside[inner];
+            let dst_rows = out[dst..].chunks_mut(dst_step).take(rows);
+            for (o, i) in dst_rows.zip(src_block[src..].chunks(src_step)) {
+                o[..run].copy_from_slice(&i[..run]);
+            }
+            let mut d = inner;
+            loop {
+                if d == 0 {
+                    break 'outer;
+                }
+                d -= 1;
+                outer[d] += 1;
+                if outer[d] < inside[d] {
+                    break;
+                }
+                outer[d] = 0;
+            }
         }
     }
 }

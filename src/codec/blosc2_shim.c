@@ -16,19 +16,21 @@
 
 void packread_blosc2_init(void) { blosc2_init(); }
 
-/* Decodes the blosc chunk `src` (`srclen` bytes) into `dst` (`dstlen` bytes). Returns the
- * decoded size, or a negative c-blosc2 error code. */
-int packread_blosc_chunk_decode(const uint8_t *src, int32_t srclen, uint8_t *dst,
-                                int32_t dstlen) {
+/* A decompression context of one thread, for one caller thread to reuse (creating one per
+ * chunk allocates its buffers every time). NULL if out of memory. */
+blosc2_context *packread_blosc2_dctx_new(void) {
   blosc2_dparams dparams = BLOSC2_DPARAMS_DEFAULTS;
   dparams.nthreads = 1;
-  blosc2_context *dctx = blosc2_create_dctx(dparams);
-  if (dctx == NULL) {
-    return BLOSC2_ERROR_MEMORY_ALLOC;
-  }
-  int n = blosc2_decompress_ctx(dctx, src, srclen, dst, dstlen);
-  blosc2_free_ctx(dctx);
-  return n;
+  return blosc2_create_dctx(dparams);
+}
+
+void packread_blosc2_dctx_free(blosc2_context *dctx) { blosc2_free_ctx(dctx); }
+
+/* Decodes the blosc chunk `src` (`srclen` bytes) into `dst` (`dstlen` bytes) with `dctx`.
+ * Returns the decoded size, or a negative c-blosc2 error code. */
+int packread_blosc_chunk_decode(blosc2_context *dctx, const uint8_t *src, int32_t srclen,
+                                uint8_t *dst, int32_t dstlen) {
+  return blosc2_decompress_ctx(dctx, src, srclen, dst, dstlen);
 }
 
 static blosc2_cparams cparams_for(int32_t typesize, int clevel, int doshuffle,
