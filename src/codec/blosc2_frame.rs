@@ -397,12 +397,11 @@ fn untile_chunk(b: &B2nd, typesize: usize, chunk: &[usize], decoded: &[u8], out:
                 src += outer[d] * bstride[d];
                 dst += (origin[d] + outer[d]) * ostride[d];
             }
-            let (mut src, mut dst) = (
+            let (src, dst) = (
                 src * typesize,
                 (dst + origin[inner] * ostride[inner]) * typesize,
             );
-            let rows = inside[inner];
-            let dst_rows = out[dst..].chunks_mut(dst_step).take(rows);
+            let dst_rows = out[dst..].chunks_mut(dst_step).take(inside[inner]);
             for (o, i) in dst_rows.zip(src_block[src..].chunks(src_step)) {
                 o[..run].copy_from_slice(&i[..run]);
             }
