@@ -38,23 +38,10 @@ const DOBITSHUFFLE: u8 = 0x4;
 const LAZY_CHUNK: u8 = 0x08;
 const INSTRUMENTED: u8 = 0x80;
 
-/// c-blosc2's decompression context (opaque).
-#[repr(C)]
-struct Dctx {
-    _private: [u8; 0],
-}
-
 extern "C" {
     fn packread_blosc2_init();
-    fn packread_blosc2_dctx_new() -> *mut Dctx;
-    fn packread_blosc2_dctx_free(dctx: *mut Dctx);
-    fn packread_blosc_chunk_decode(
-        dctx: *mut Dctx,
-        src: *const u8,
-        srclen: i32,
-        dst: *mut u8,
-        dstlen: i32,
-    ) -> c_int;
+    fn packread_blosc_chunk_decode(src: *const u8, srclen: i32, dst: *mut u8, dstlen: i32)
+        -> c_int;
     fn packread_blosc2_compress(
         src: *const u8,
         srclen: i32,
@@ -86,25 +73,6 @@ fn init() {
     // SAFETY: called once, before any other c-blosc2 function (every entry point here calls
     // this first).
     INIT.call_once(|| unsafe { packread_blosc2_init() });
-}
-
-/// A thread's own decompression context, reused for every chunk it decodes (c-blosc2 resets it
-/// from each chunk's header); freed when the thread ends.
-struct ThreadDctx(*mut Dctx);
-
-impl Drop for ThreadDctx {
-    fn drop(&mut self) {
-        if !self.0.is_null() {
-            // SAFETY: made by packread_blosc2_dctx_new, freed once, here.
-            unsafe { packread_blosc2_dctx_free(self.0) };
-        }
-    }
-}
-
-thread_local! {
-    static DCTX: std::cell::RefCell<ThreadDctx> = const {
-        std::cell::RefCell::new(ThreadDctx(std::ptr::null_mut()))
-    };
 }
 
 /// What a chunk holds when it is one value repeated (blosc2's "special" chunks).
@@ -389,23 +357,11 @@ pub(super) fn decode_checked(
         )));
     };
     init();
-    let n = DCTX.with(|cell| {
-        let mut dctx = cell.borrow_mut();
-        if dctx.0.is_null() {
-            // SAFETY: c-blosc2 is initialised (above); the context is this thread's alone.
-            dctx.0 = unsafe { packread_blosc2_dctx_new() };
-        }
-        if dctx.0.is_null() {
-            return -1;
-        }
-        // SAFETY: `check_chunk` proved the header's compressed size inside `input` (`srclen`
-        // bytes of it are read, each block offset checked against them by c-blosc2), its
-        // decoded size `out.len()` (`dstlen` bytes are written at most), and its codec and
-        // filters built in; the context is this thread's and used by one call at a time.
-        unsafe {
-            packread_blosc_chunk_decode(dctx.0, input.as_ptr(), srclen, out.as_mut_ptr(), dstlen)
-        }
-    });
+    // SAFETY: `check_chunk` proved the header's compressed size inside `input` (`srclen` bytes
+    // of it are read, each block offset checked against them by c-blosc2), its decoded size
+    // `out.len()` (`dstlen` bytes are written at most), and its codec and filters built in.
+    let n =
+        unsafe { packread_blosc_chunk_decode(input.as_ptr(), srclen, out.as_mut_ptr(), dstlen) };
     if n != dstlen {
         return Err(corrupt(format!(
             "blosc: corrupt chunk (c-blosc2 returned {n}, expected {} bytes)",

@@ -16,21 +16,22 @@
 
 void packread_blosc2_init(void) { blosc2_init(); }
 
-/* A decompression context of one thread, for one caller thread to reuse (creating one per
- * chunk allocates its buffers every time). NULL if out of memory. */
-blosc2_context *packread_blosc2_dctx_new(void) {
+/* Decodes the blosc chunk `src` (`srclen` bytes) into `dst` (`dstlen` bytes). Returns the
+ * decoded size, or a negative c-blosc2 error code. The context is made for this chunk alone:
+ * c-blosc2 2.15 keeps a freed zstd dictionary in a context reused after a chunk that carried
+ * one (a use after free the hdf5_chunk fuzz target found when contexts were kept per thread;
+ * its input is in the seed corpus). */
+int packread_blosc_chunk_decode(const uint8_t *src, int32_t srclen, uint8_t *dst,
+                                int32_t dstlen) {
   blosc2_dparams dparams = BLOSC2_DPARAMS_DEFAULTS;
   dparams.nthreads = 1;
-  return blosc2_create_dctx(dparams);
-}
-
-void packread_blosc2_dctx_free(blosc2_context *dctx) { blosc2_free_ctx(dctx); }
-
-/* Decodes the blosc chunk `src` (`srclen` bytes) into `dst` (`dstlen` bytes) with `dctx`.
- * Returns the decoded size, or a negative c-blosc2 error code. */
-int packread_blosc_chunk_decode(blosc2_context *dctx, const uint8_t *src, int32_t srclen,
-                                uint8_t *dst, int32_t dstlen) {
-  return blosc2_decompress_ctx(dctx, src, srclen, dst, dstlen);
+  blosc2_context *dctx = blosc2_create_dctx(dparams);
+  if (dctx == NULL) {
+    return BLOSC2_ERROR_MEMORY_ALLOC;
+  }
+  int n = blosc2_decompress_ctx(dctx, src, srclen, dst, dstlen);
+  blosc2_free_ctx(dctx);
+  return n;
 }
 
 static blosc2_cparams cparams_for(int32_t typesize, int clevel, int doshuffle,
