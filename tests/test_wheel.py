@@ -47,8 +47,8 @@ def test_tag_and_contents():
         "packread/py.typed",
         "packread/__main__.py",
         "packread/cli/__init__.py",
-        "packread/cli/inspect.py",
-        "packread/cli/convert.py",
+        "packread/cli/inspect/__init__.py",
+        "packread/cli/convert/__init__.py",
         "packread/cli/bench.py",
         "packread/torch.py",
     ):

@@ -219,8 +219,8 @@ def _utf8(stream: object) -> bool:
 
 
 def _convert(args: argparse.Namespace) -> int:
+    from ._format import human_bytes
     from .convert import convert
-    from .inspect import human_bytes
 
     result = convert(
         args.src,

@@ -35,6 +35,7 @@ import numpy as np
 
 from .._common import BatchReader
 from .._open import open_reader, source_kind
+from ._format import human_rate, human_ratio, path_name
 
 #: How each format's plain loop reads one sample.
 LOOPS = {
@@ -121,15 +122,15 @@ class BenchResult:
         for r in self.rows:
             base = self.baseline_for(r)
             ratio = (
-                f"{r.samples_per_s / base.samples_per_s:.2f}x"
+                human_ratio(r.samples_per_s / base.samples_per_s)
                 if base and base.samples_per_s
                 else ""
             )
             workers = "-" if r.workers is None else str(r.workers)
-            body.append([r.config, str(r.batch_size), workers, f"{r.samples_per_s:,.0f}", ratio])
+            body.append([r.config, str(r.batch_size), workers, human_rate(r.samples_per_s), ratio])
         widths = [max(len(x[c]) for x in [head, *body]) for c in range(5)]
         lines = [
-            f"{os.path.basename(os.path.normpath(self.path))} ({self.format}, "
+            f"{path_name(self.path)} ({self.format}, "
             f"{self.samples:,} samples), baseline: {self.loop}"
         ]
         for x in [head, *body]:
@@ -160,12 +161,9 @@ class BenchResult:
         ax = fig.add_subplot()
         colors = ["#d95f02" if r.side == "packread" else "#7570b3" for r in rows]
         bars = ax.barh([r.label for r in rows], [r.samples_per_s for r in rows], color=colors)
-        ax.bar_label(bars, labels=[f"{r.samples_per_s:,.0f}" for r in rows], padding=3)
+        ax.bar_label(bars, labels=[human_rate(r.samples_per_s) for r in rows], padding=3)
         ax.set_xlabel("samples/s (median of rounds; higher is better)")
-        ax.set_title(
-            f"{os.path.basename(os.path.normpath(self.path))}: packread (orange) vs "
-            f"{self.loop} (purple)"
-        )
+        ax.set_title(f"{path_name(self.path)}: packread (orange) vs {self.loop} (purple)")
         ax.margins(x=0.15)
         fig.savefig(os.fspath(png), dpi=100)
 
@@ -240,7 +238,7 @@ def bench(
         for row, run in runs:
             rate = run()
             row.rates.append(rate)
-            say(f"round {r + 1}/{rounds}: {row.label}: {rate:,.0f} samples/s")
+            say(f"round {r + 1}/{rounds}: {row.label}: {human_rate(rate)} samples/s")
     for row, _ in runs:
         row.samples_per_s = statistics.median(row.rates)
         result.rows.append(row)

@@ -1,0 +1,328 @@
+"""``packread convert``: rewrite data into the layout training reads want.
+
+* HDF5 -> HDF5: every dataset of samples rechunked to ``k`` samples per chunk (by default one
+  sample, or enough small samples to fill :data:`~packread.cli.inspect.MIN_CHUNK_BYTES`) with
+  a codec packread decodes natively; other datasets, groups and attributes copied as they are.
+* A folder of ``.npy`` or ``.npz`` files -> one HDF5 file (one dataset per array) or one
+  uncompressed ZIP (``.npy`` files as they are; NPZ arrays as ``KEY/NAME.npy`` members).
+* ZIP -> HDF5: ``.npy`` members (or raw members with ``dtype``/``shape``) as one dataset.
+
+The source is only read. Samples stream through in blocks of about ``memory_bytes``; the
+output is written to ``DST.partial`` and renamed to ``DST`` at the end, so ``DST`` never
+exists half-written. After each checkpoint ``DST.partial.json`` records how far the copy got,
+and ``resume=True`` (``--resume``) continues from there after a crash or an interrupt; it
+starts over (and says why) when the run stopped before recording any sample, and does nothing
+(and says so) when ``DST`` is already complete.
+HDF5 output needs h5py (and hdf5plugin for zstd, lz4, blosc and bitshuffle).
+
+>>> result = convert("data/train/", "train-packed.h5", progress=False)
+>>> result.samples
+64
+
+The modules: :mod:`.sources` (what is read), :mod:`.sinks` (the HDF5 and ZIP writers),
+:mod:`.codecs` (``--codec``), :mod:`.journal` (the files of an unfinished run, and resuming
+it), :mod:`.complete` (a resumed run that finds DST complete) and :mod:`.progress` (the bar).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..._hdf5 import HDF5Reader
+from ..._open import source_kind
+from ..._zip import ZipReader
+from ...errors import InvalidArgumentError, PackreadError, UnsupportedError
+from .codecs import CODECS as CODECS
+from .codecs import codec_options as codec_options
+from .complete import _complete_datasets, _unlike_output
+from .journal import (
+    _clear,
+    _directory_copies,
+    _finished_before,
+    _partial_paths,
+    _remove,
+    _resume_point,
+    _save_state,
+)
+from .progress import _progress
+from .sinks import MAX_CHUNK_BYTES as MAX_CHUNK_BYTES
+from .sinks import _chunk_rows, _H5Sink, _output_kind, _Sink, _ZipSink
+from .sources import _block_rows, _open_source, _Source
+
+#: What is converted into what.
+PAIRS = (
+    ("hdf5", "hdf5"),
+    ("npy", "hdf5"),
+    ("npy", "zip"),
+    ("npz", "hdf5"),
+    ("npz", "zip"),
+    ("zip", "hdf5"),
+)
+#: Memory for one block of samples in flight.
+DEFAULT_MEMORY_BYTES = 256 << 20
+#: Seconds between checkpoints (each flushes the output and records progress).
+DEFAULT_CHECKPOINT_SECONDS = 10.0
+
+
+class MismatchError(PackreadError, ValueError):
+    """A converted sample differs from its source (raised by :func:`verify_conversion`)."""
+
+
+@dataclass
+class ConvertResult:
+    """What :func:`convert` wrote.
+
+    >>> convert("data/train/", "samples.zip", progress=False).datasets
+    {'data': {'dtype': 'float32', 'sample_shape': [4, 8], 'chunks': None, 'members': '*.npy'}}
+    """
+
+    src: str
+    dst: str
+    samples: int
+    #: Per converted array: dtype, sample shape, chunk shape and codec (HDF5) of the output.
+    datasets: dict[str, dict[str, Any]]
+    #: HDF5 datasets copied as they are (no sample axis shared with the others).
+    copied: list[str] = field(default_factory=list)
+    #: Samples already converted when a resumed run started (0 for a fresh run).
+    resumed_from: int = 0
+    #: Why a resumed run started over (nothing usable was recorded), or None.
+    restarted: str | None = None
+    #: A resumed run found DST already complete and wrote nothing.
+    already_complete: bool = False
+    seconds: float = 0.0
+    dst_bytes: int = 0
+    #: Attributes that could not be copied, and why.
+    warnings: list[str] = field(default_factory=list)
+
+
+def convert(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    *,
+    codec: str = "none",
+    samples_per_chunk: int | None = None,
+    shuffle: str = "auto",
+    datasets: list[str] | None = None,
+    members: str | None = None,
+    dtype: Any = None,
+    shape: tuple[int, ...] | None = None,
+    name: str = "data",
+    force: bool = False,
+    resume: bool = False,
+    memory_bytes: int = DEFAULT_MEMORY_BYTES,
+    checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS,
+    verify: bool = False,
+    progress: bool = True,
+    on_checkpoint: Callable[[int], None] | None = None,
+) -> ConvertResult:
+    """Converts ``src`` into ``dst`` (see the module's description for the pairs).
+
+    ``samples_per_chunk`` is ``k`` for every HDF5 output dataset (default: per dataset, one
+    sample or enough to fill 4 KiB); ``codec`` one of :data:`CODECS` (``"gzip:6"``,
+    ``"blosc:lz4:5"``...); ``shuffle`` ``"auto"`` (byte shuffle for items wider than a byte),
+    ``"none"``, ``"byte"`` or ``"bit"`` (blosc only). ``datasets`` picks HDF5 datasets,
+    ``members`` (a glob), ``dtype`` and ``shape`` the members of a ZIP source, ``name`` the
+    dataset made from an NPY folder or a ZIP. ``dst`` must not exist unless ``force``.
+    ``resume`` continues an interrupted run from its last checkpoint: from the start when no
+    sample was recorded yet (``DST.partial`` without a progress record, or one at sample 0),
+    and not at all when ``dst`` exists with no ``DST.partial`` and holds what this conversion
+    writes (a finished run: ``already_complete``). ``on_checkpoint(samples_done)`` runs after
+    every checkpoint. ``verify`` reads ``dst`` back and compares every sample with ``src``.
+
+    >>> convert("train.h5", "train-1.h5", samples_per_chunk=1, codec="lz4", progress=False).samples
+    64
+    """
+    started = time.perf_counter()
+    src, dst = os.fspath(src), os.fspath(dst)
+    out_kind = _output_kind(dst)
+    if not os.path.exists(src):
+        raise FileNotFoundError(f"{src}: no such file or folder")
+    partial, journal = _partial_paths(dst)
+    finished_before = _finished_before(src, dst, partial, resume, force)
+    in_kind, _ = source_kind(src)
+    if (in_kind, out_kind) not in PAIRS:
+        pairs = ", ".join(f"{a} -> {b}" for a, b in PAIRS)
+        raise UnsupportedError(f"cannot convert {in_kind} into {out_kind} (supported: {pairs})")
+    if samples_per_chunk is not None and samples_per_chunk < 1:
+        raise InvalidArgumentError(f"samples_per_chunk must be >= 1, not {samples_per_chunk}")
+    if out_kind == "hdf5":
+        codec_options(codec, 4, shuffle)  # refuses a bad codec before anything is written
+    source = _open_source(src, in_kind, datasets, members, dtype, shape, name, out_kind)
+    # What the progress record names: a resumed run must have been started with the same.
+    options = {
+        "dst": os.path.abspath(dst),
+        "codec": codec,
+        "samples_per_chunk": samples_per_chunk,
+        "shuffle": shuffle,
+        "datasets": datasets,
+        "members": members,
+        "dtype": None if dtype is None else str(np.dtype(dtype)),
+        "shape": None if shape is None else list(shape),
+        "name": name,
+    }
+    rows = _chunk_rows(source, out_kind, samples_per_chunk)
+    if finished_before:
+        try:
+            mismatch = _unlike_output(dst, out_kind, source, rows, codec, shuffle)
+            if mismatch is None:
+                return _already_complete(src, dst, out_kind, source, rows, codec, verify, started)
+        except BaseException:
+            source.close()
+            raise
+        if not force:
+            source.close()
+            raise FileExistsError(
+                f"{dst} exists and is not what this conversion writes ({mismatch}); "
+                "pass --force (force=True) to replace it"
+            )
+    try:
+        state, restarted = (
+            _resume_point(partial, journal, source, options) if resume else (None, None)
+        )
+    except BaseException:
+        source.close()
+        raise
+    if state is None:
+        _clear(partial, journal)
+    try:
+        if out_kind == "hdf5":
+            sink: _Sink = _H5Sink(partial, source, rows, codec, shuffle, state is not None)
+        else:
+            sink = _ZipSink(partial, source, state)
+    except BaseException:
+        if state is None:
+            _remove(partial, journal)  # nothing written worth resuming
+        raise
+    done = state["done"] if state else 0
+    block = _block_rows(source, rows, memory_bytes)
+    bar = _progress(source.n, done, dst, progress)
+    last = time.monotonic()
+    finished = False
+    try:
+        # Each checkpoint: the sink makes its output durable, the progress record names it,
+        # then the sink lets older resume data go.
+        if state is None:
+            _save_state(journal, source, options, 0, sink.checkpoint())
+            sink.committed()
+        lo = done
+        while lo < source.n:
+            hi = min(source.n, lo + block)
+            sink.write(lo, hi, source)
+            bar.update(hi - lo)
+            lo = hi
+            if lo == source.n or time.monotonic() - last >= checkpoint_seconds:
+                _save_state(journal, source, options, lo, sink.checkpoint())
+                sink.committed()
+                last = time.monotonic()
+                if on_checkpoint is not None:
+                    on_checkpoint(lo)
+        sink.close()
+        finished = True
+    finally:
+        bar.close()
+        sink.abandon()
+        if not (finished and verify):
+            source.close()
+    os.replace(partial, dst)
+    _remove(journal, *_directory_copies(partial))
+    result = ConvertResult(
+        src,
+        dst,
+        source.n,
+        sink.describe(),
+        copied=list(source.copies),
+        resumed_from=done,
+        restarted=restarted,
+        dst_bytes=os.path.getsize(dst),
+        warnings=sink.warnings,
+    )
+    if verify:
+        try:
+            verify_conversion(src, dst, result, source)
+        finally:
+            source.close()
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _already_complete(
+    src: str,
+    dst: str,
+    out_kind: str,
+    source: _Source,
+    rows: dict[str, int],
+    codec: str,
+    verify: bool,
+    started: float,
+) -> ConvertResult:
+    """The result of resuming a finished run: DST is left as it is (its leftover progress
+    files, from a run stopped between the rename and their removal, go)."""
+    partial, journal = _partial_paths(dst)
+    _remove(journal, journal + ".tmp", *_directory_copies(partial))
+    print(f"packread convert: {dst} is complete; nothing to do", file=sys.stderr)
+    result = ConvertResult(
+        src,
+        dst,
+        source.n,
+        _complete_datasets(out_kind, source, rows, codec),
+        copied=list(source.copies),
+        resumed_from=source.n,
+        dst_bytes=os.path.getsize(dst),
+        already_complete=True,
+    )
+    try:
+        if verify:
+            verify_conversion(src, dst, result, source)
+    finally:
+        source.close()
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def verify_conversion(
+    src: str, dst: str, result: ConvertResult, source: _Source | None = None
+) -> None:
+    """Reads every sample of ``dst`` and compares it with ``src``, bit for bit; raises
+    ``ValueError`` naming the first sample that differs.
+
+    >>> result = convert("data/train/", "checked.zip", progress=False)
+    >>> verify_conversion("data/train/", "checked.zip", result)
+    """
+    src, dst = os.fspath(src), os.fspath(dst)
+    if source is None:
+        in_kind, _ = source_kind(src)
+        names = list(result.datasets) if in_kind == "hdf5" else None
+        name = next(iter(result.datasets), "data")
+        source = _open_source(src, in_kind, names, None, None, None, name, _output_kind(dst))
+    readers: dict[str, Any] = {}
+    for name in result.datasets:
+        if _output_kind(dst) == "hdf5":
+            readers[name] = HDF5Reader(dst, name)
+        else:
+            readers[name] = ZipReader(dst, members=source.pattern(name))
+    step = _block_rows(source, dict.fromkeys(result.datasets, 1), DEFAULT_MEMORY_BYTES)
+    for lo in range(0, source.n, step):
+        hi = min(source.n, lo + step)
+        want = source.read(lo, hi)
+        for name, reader in readers.items():
+            got, exp = reader.batch(range(lo, hi)), want[name]
+            if got.dtype != exp.dtype or got.shape != exp.shape:
+                raise MismatchError(
+                    f"{dst}: {name} holds {got.dtype} {got.shape[1:]} samples, "
+                    f"{src} {exp.dtype} {exp.shape[1:]}"
+                )
+            if got.tobytes() != exp.tobytes():
+                bad = next(i for i in range(hi - lo) if got[i].tobytes() != exp[i].tobytes())
+                raise MismatchError(f"{dst}: {name} sample {lo + bad} differs from {src}")
+
+
+# Defined in .codecs; it has always been public here, and is documented (and its examples
+# run) as part of this module.
+codec_options.__module__ = __name__

@@ -1,0 +1,97 @@
+"""``packread inspect``: what a file or folder holds, how it is laid out on disk, and what that
+layout costs a training loop reading random samples, each piece of advice with its reason in
+numbers.
+
+Only metadata is read: HDF5 chunk indexes (the same ones packread reads at open), ZIP central
+directories, NPY headers, and for folders the file sizes plus the headers of a few files spread
+over the folder. A file of any size inspects in about the time it takes to open it.
+
+>>> report = inspect("train.h5")
+>>> [item.name for item in report.items]
+['images', 'labels']
+>>> print(report.render())  # doctest: +SKIP
+
+The modules: :mod:`.report` (what an inspection produces), :mod:`.hdf5`, :mod:`.archive` (ZIP
+and NPZ files) and :mod:`.npy` (NPY files and folders) for each format, :mod:`.filters` (HDF5
+filters in short), :mod:`.fixes` (the commands advice suggests), :mod:`.thresholds` (the
+numbers advice is judged by) and :mod:`.render` (text and JSON).
+"""
+
+from __future__ import annotations
+
+import os
+import types
+
+from ..._open import sniff
+from ...errors import UnsupportedError
+from .. import _layout
+from .._format import human_bytes as human_bytes
+from .._format import human_seconds as human_seconds
+from .._layout import samples_per_chunk_for as samples_per_chunk_for
+from .archive import _inspect_zip
+from .filters import codec_of as codec_of
+from .filters import describe_filter as describe_filter
+from .hdf5 import _inspect_hdf5
+from .npy import _inspect_folder, _inspect_npy_file
+from .report import Advice as Advice
+from .report import Item as Item
+from .report import Report as Report
+from .thresholds import INFLATE_BYTES_PER_S as INFLATE_BYTES_PER_S
+from .thresholds import LISTED_MEMBERS as LISTED_MEMBERS
+from .thresholds import MANY_FILES as MANY_FILES
+from .thresholds import NEGLIGIBLE_BYTES as NEGLIGIBLE_BYTES
+from .thresholds import SAMPLED_FILES as SAMPLED_FILES
+from .thresholds import SMALL_FILE_BYTES as SMALL_FILE_BYTES
+from .thresholds import SPLIT_CHUNK_BYTES as SPLIT_CHUNK_BYTES
+from .thresholds import TINY_CHUNK_BYTES as TINY_CHUNK_BYTES
+from .thresholds import WEAK_RATIO as WEAK_RATIO
+
+#: Chunks below this spend more on per-chunk work (a read, a decoder call, an index entry)
+#: than on their bytes; chunks are best at least this large, or one whole sample. (Defined in
+#: ``packread.cli._layout``, which ``packread convert`` shares; the other numbers advice is
+#: judged by are in :mod:`.thresholds`.)
+MIN_CHUNK_BYTES = _layout.MIN_CHUNK_BYTES
+
+
+def inspect(path: str | os.PathLike[str]) -> Report:
+    """Inspects an HDF5 file (h5py or PyTables), a ZIP archive, an NPZ or NPY file, or a folder
+    of ``.npy`` or ``.npz`` files; only metadata is read.
+
+    >>> report = inspect("train.h5")
+    >>> sorted({a.code for a in report.advice})
+    []
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        return _inspect_folder(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: no such file or folder")
+    lower = path.lower()
+    kind = sniff(path)
+    if kind == "hdf5":
+        return _inspect_hdf5(path)
+    if kind == "zip":
+        return _inspect_zip(path, npz=lower.endswith(".npz"))
+    if kind == "npy":
+        return _inspect_npy_file(path)
+    raise UnsupportedError(
+        f"{path}: not an HDF5, ZIP, NPZ or NPY file, nor a folder of .npy or .npz files"
+    )
+
+
+# These functions have always been public here: they are documented (and their examples run)
+# as part of this module, wherever they are defined.
+for _function in (describe_filter, codec_of, samples_per_chunk_for, human_bytes, human_seconds):
+    _function.__module__ = __name__
+del _function
+
+#: The examples of the report's classes, for doctest (which finds on its own only what a
+#: module defines itself): they run with this module's names, as they did when the classes
+#: were defined here. The classes keep their own module, where pdoc documents their fields.
+__test__: dict[str, object] = {}
+for _cls in (Item, Advice, Report):
+    __test__[_cls.__name__] = _cls
+    for _name, _value in vars(_cls).items():
+        if not _name.startswith("_") and isinstance(_value, types.FunctionType):
+            __test__[f"{_cls.__name__}.{_name}"] = _value
+del _cls, _name, _value
