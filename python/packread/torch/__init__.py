@@ -1,0 +1,83 @@
+"""PyTorch datasets over packread readers.
+
+:class:`PackDataset` is an ``IterableDataset`` yielding whole batches: sharded by ``DataLoader``
+worker and distributed rank, shuffled deterministically per epoch, prefetched on packread's
+thread pool, and resumable mid-epoch. :class:`PackMapDataset` is the map-style counterpart, for
+code that owns its sampling (``__getitems__`` reads a whole batch at once).
+
+Both read through the :class:`packread.BatchReader` protocol (length, per-sample shape and
+dtype, ``batch(idx, out=)``), so any reader works, packread's or not.
+
+How an epoch is cut (the rule every rank and worker follows):
+
+1. One permutation of the ``N`` samples from ``(seed, epoch)`` (identity with
+   ``shuffle=False`` or ``shuffle_mode="none"``), identical on every rank.
+2. Ranks: with ``drop_last=False`` each of the ``W`` ranks gets ``ceil(N / W)`` samples, the
+   permutation padded by repeating it from its start (as ``DistributedSampler`` pads); with
+   ``drop_last=True`` each gets ``floor(N / (W * B)) * B``, the rest of the permutation
+   dropped. Rank ``r`` takes the ``r``-th contiguous block.
+3. Batches: the rank's block cut into batches of ``B`` in order (the last one shorter unless
+   ``drop_last``). Every rank has the same number of batches, ``len(dataset)``, so DDP never
+   waits on a rank that has run out.
+4. Workers: with ``K`` DataLoader workers, worker ``k`` reads batches ``k, k + K, k + 2K...``.
+   The DataLoader hands them out in that same round-robin order, so the loader yields batches
+   ``0, 1, 2...`` of the rank's epoch whatever ``K`` is; a resumed epoch starts at any batch.
+"""
+
+# The package's modules:
+#   packread/_epoch.py  the epoch arithmetic above, in numpy alone (outside this package, so that
+#                       importing it imports no torch): order, rank and worker cut, resume positions
+#   _clock.py           the epoch clock the process that made a PackDataset shares with its workers
+#   _reading.py         the reader each process opens, batches started, numpy arrays to tensors
+#   _iterable.py        PackDataset
+#   _map.py             PackMapDataset
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING
+
+from .._epoch import SHUFFLE_MODES as SHUFFLE_MODES
+from .._open import open_reader
+from ._iterable import PackDataset
+from ._map import PackMapDataset
+from ._reading import to_torch as to_torch
+
+# Names this module had before it became a package that pickles of its datasets name, so that
+# those still load.
+from ._clock import _EpochClock as _EpochClock  # isort: skip
+from ._map import _Rows as _Rows  # isort: skip
+from ._reading import _ReaderSlot as _ReaderSlot  # isort: skip
+
+if TYPE_CHECKING:
+    # The names the annotations of PackDataset and PackMapDataset use, which are presented as
+    # this module's (see _document_here): pdoc resolves them here.
+    from collections.abc import Callable, Iterator, Sequence  # noqa: F401
+    from typing import Any  # noqa: F401
+
+    import numpy as np  # noqa: F401
+
+    from .._common import BatchReader  # noqa: F401
+    from .._open import Source  # noqa: F401
+
+__all__ = ["PackDataset", "PackMapDataset", "open_reader"]
+
+
+def _document_here(cls: type) -> None:
+    """Presents ``cls`` and its methods as this module's, where they are documented: pdoc and
+    doctest take them as defined here, and ``repr`` and pickles name ``packread.torch.X``, as
+    before this module became a package."""
+    cls.__module__ = __name__
+    for value in vars(cls).values():
+        if isinstance(value, property):
+            funcs = [value.fget, value.fset, value.fdel]
+        else:
+            funcs = [getattr(value, "__func__", value)]
+        for func in funcs:
+            if inspect.isfunction(func):
+                func.__module__ = __name__
+
+
+for _cls in (PackDataset, PackMapDataset):
+    _document_here(_cls)
+del _cls

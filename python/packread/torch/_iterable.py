@@ -1,0 +1,356 @@
+"""The iterable dataset of :mod:`packread.torch`: :class:`PackDataset`, whole batches sharded
+by rank and DataLoader worker, shuffled per epoch, prefetched and resumable. Its epoch
+arithmetic is :mod:`packread._epoch`'s; the epoch each iteration reads, :mod:`._clock`'s."""
+
+from __future__ import annotations
+
+import collections
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+
+from .._common import BatchReader
+from .._epoch import (
+    SHUFFLE_MODES,
+    STATE_FORMAT,
+    Cursor,
+    EpochPlan,
+    check_int,
+    check_position,
+    default_window,
+    epoch_order,
+    first_batch,
+)
+from .._open import Source
+from ..errors import InvalidArgumentError, PackreadTypeError
+from ._clock import _EpochClock
+from ._reading import _ReaderSlot, _start_batch, to_torch
+
+
+class PackDataset(IterableDataset):
+    """An ``IterableDataset`` of whole batches, read by packread.
+
+    ``source`` is a path (``.h5``/``.hdf5``, ``.zip``, a folder, glob or list of ``.npy`` or of
+    ``.npz`` files) or a reader. Use it with ``DataLoader(ds, batch_size=None, ...)``: each item
+    is a batch of ``batch_size`` samples, a tensor (or a dict of tensors for readers of several
+    arrays) made with ``torch.from_numpy``, without a copy.
+
+    - ``shuffle``/``seed``/``shuffle_mode``: one permutation per ``(seed, epoch)``, identical on
+      every rank. ``"sample"`` is uniform; ``"chunk"`` shuffles whole chunks (HDF5 chunks
+      holding several samples), then the samples within windows of ``chunk_window`` chunks
+      (default: as many as the reader's chunk cache holds), so each chunk is decoded once per
+      epoch (per worker process); ``"none"`` keeps file order.
+    - ``set_epoch(e)`` picks the epoch; without it each new iteration is the next epoch.
+    - ``rank``/``world_size``: taken from ``torch.distributed`` when it is initialised, else
+      from these arguments, else one rank. See the module docstring for how an epoch is cut;
+      ``len(ds)`` is the number of batches this rank yields per epoch.
+    - ``prefetch``: batches being read ahead (with ``batch_async``, on packread's threads) in
+      the process that iterates, the main process with ``num_workers=0`` or each worker. Each
+      batch is a new array, never overwritten: memory is about ``prefetch + 2`` batches per
+      process.
+    - ``transform(batch)`` is applied to each numpy batch (array or dict) in the process that
+      reads it, before the conversion to tensors.
+    - ``state_dict()``/``load_state_dict()`` save and restore ``(seed, epoch, position)``; a new
+      loader then yields exactly the batches of that epoch not yet seen. With worker processes
+      and a plain ``DataLoader``, pass the number of batches your loop consumed this epoch:
+      ``ds.state_dict(batches_seen=step)``; torchdata's ``StatefulDataLoader`` needs nothing.
+    - ``**reader_options`` go to the reader (``num_threads``, ``cache_bytes``, ``dtype``,
+      ``shape``...). The reader opens here and again, lazily, in each worker process.
+
+    >>> ds = PackDataset("train.h5", batch_size=16, seed=0)
+    >>> len(ds)
+    4
+    >>> batch = next(iter(DataLoader(ds, batch_size=None)))
+    >>> batch["images"].shape
+    torch.Size([16, 3, 32, 32])
+    """
+
+    def __init__(
+        self,
+        source: Source,
+        batch_size: int,
+        *,
+        datasets: Any = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = False,
+        shuffle_mode: str = "sample",
+        prefetch: int = 2,
+        transform: Callable[[Any], Any] | None = None,
+        rank: int | None = None,
+        world_size: int | None = None,
+        chunk_window: int | None = None,
+        **reader_options: Any,
+    ) -> None:
+        super().__init__()
+        self.batch_size = check_int("batch_size", batch_size, 1)
+        self.prefetch = check_int("prefetch", prefetch, 0)
+        if shuffle_mode not in SHUFFLE_MODES:
+            raise InvalidArgumentError(
+                f"shuffle_mode must be one of {SHUFFLE_MODES}, not {shuffle_mode!r}"
+            )
+        if transform is not None and not callable(transform):
+            raise PackreadTypeError("transform must be callable")
+        if (rank is None) != (world_size is None):
+            raise InvalidArgumentError("give both rank and world_size, or neither")
+        if world_size is not None:
+            check_int("world_size", world_size, 1)
+            if not 0 <= check_int("rank", rank, 0) < world_size:
+                raise InvalidArgumentError(f"rank {rank} is not in range(world_size={world_size})")
+        self.shuffle = bool(shuffle)
+        self.seed = check_int("seed", seed, -(2**63)) & (2**64 - 1)
+        self.drop_last = bool(drop_last)
+        self.shuffle_mode = shuffle_mode if self.shuffle else "none"
+        self.transform = transform
+        self._explicit_rank = None if rank is None else (int(rank), int(world_size))  # type: ignore[arg-type]
+        self._slot = _ReaderSlot(source, datasets, reader_options)
+        reader = self._slot.get()
+        self.num_samples = len(reader)
+        self.samples_per_chunk = max(int(getattr(reader, "samples_per_chunk", 1)), 1)
+        self.chunk_window = (
+            check_int("chunk_window", chunk_window, 1)
+            if chunk_window is not None
+            else default_window(reader, self.samples_per_chunk)
+        )
+        self._ranks: tuple[int, int] | None = None
+        self._sharding()
+        self._clock = _EpochClock()
+        self._cursor: Cursor | None = None
+        self._resume: dict[str, Any] | None = None
+
+    # -- sharding and the epoch's batches ----------------------------------------------------
+
+    def _sharding(self) -> tuple[int, int]:
+        """``(rank, world_size)``: looked up in the main process (and in a forked worker, which
+        inherits the process group); a spawned worker keeps what the main process found."""
+        dist = torch.distributed
+        initialised = dist.is_available() and dist.is_initialized()
+        if self._ranks is None or initialised or get_worker_info() is None:
+            self._ranks = self._find_ranks()
+        return self._ranks
+
+    def _find_ranks(self) -> tuple[int, int]:
+        dist = torch.distributed
+        if dist.is_available() and dist.is_initialized():
+            found = (dist.get_rank(), dist.get_world_size())
+            if self._explicit_rank is not None and self._explicit_rank != found:
+                raise InvalidArgumentError(
+                    f"rank/world_size {self._explicit_rank} disagree with torch.distributed's "
+                    f"{found}"
+                )
+            return found
+        if self._explicit_rank is not None:
+            return self._explicit_rank
+        return (0, 1)
+
+    def _plan(self) -> EpochPlan:
+        """This rank's epochs, as the settings are now."""
+        rank, world = self._sharding()
+        return EpochPlan(
+            num_samples=self.num_samples,
+            batch_size=self.batch_size,
+            seed=self.seed,
+            shuffle_mode=self.shuffle_mode,
+            samples_per_chunk=self.samples_per_chunk,
+            chunk_window=self.chunk_window,
+            rank=rank,
+            world_size=world,
+            drop_last=self.drop_last,
+        )
+
+    def __len__(self) -> int:
+        """Batches this rank yields per epoch."""
+        return self._plan().num_batches
+
+    def order(self, epoch: int) -> np.ndarray:
+        """The permutation of the samples for ``epoch`` (the same on every rank).
+
+        >>> ds = PackDataset("train.h5", 16, seed=0)
+        >>> sorted(ds.order(3).tolist()) == list(range(64))
+        True
+        """
+        return epoch_order(
+            self.num_samples,
+            self.seed,
+            epoch,
+            self.shuffle_mode,
+            self.samples_per_chunk,
+            self.chunk_window,
+        )
+
+    def rank_indices(self, epoch: int) -> np.ndarray:
+        """The samples this rank reads in ``epoch``, in order (padded or cut as the module
+        docstring says).
+
+        >>> PackDataset("train.h5", 16, rank=1, world_size=2).rank_indices(0).shape
+        (32,)
+        """
+        return self._plan().rank_indices(epoch)
+
+    # -- epochs and state ---------------------------------------------------------------------
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch the next iteration reads (it orders the samples with the seed).
+
+        >>> ds = PackDataset("train.h5", 16)
+        >>> ds.set_epoch(5)
+        >>> ds.state_dict()["epoch"]
+        5
+        """
+        self._clock.set_pending(check_int("epoch", epoch, 0), 0)
+
+    def _state(self, epoch: int, position: int) -> dict[str, Any]:
+        return self._plan().state(epoch, position)
+
+    def state_dict(self, batches_seen: int | None = None) -> dict[str, Any]:
+        """``(seed, epoch, position)`` and the settings the order depends on.
+
+        In the main process the position is the number of batches of the current epoch already
+        consumed: counted here when the epoch is read in this process (``num_workers=0``), else
+        ``batches_seen`` (your loop's step within the epoch). In a DataLoader worker (as
+        torchdata's ``StatefulDataLoader`` asks), the worker's own position.
+
+        >>> ds = PackDataset("train.h5", 16, seed=7)
+        >>> it = iter(ds)
+        >>> _ = next(it)
+        >>> state = ds.state_dict()
+        >>> state["seed"], state["epoch"], state["batches_seen"]
+        (7, 0, 1)
+        """
+        info = get_worker_info()
+        cursor = self._cursor
+        if info is not None:
+            if cursor is None:
+                epoch = self._resume["epoch"] if self._resume else 0
+                return {**self._state(epoch, 0), "worker": info.id, "num_workers": info.num_workers}
+            state = self._state(cursor.epoch, cursor.next)
+            state.update(worker=cursor.worker, num_workers=cursor.step, next_batch=cursor.next)
+            return state
+        record = self._clock.peek()
+        gen, pending = record.get("gen"), record.get("pending")
+        if batches_seen is not None:
+            seen = check_position(batches_seen, len(self))
+            epoch = gen["epoch"] if gen is not None else (pending or {"epoch": 0})["epoch"]
+            return self._state(epoch, seen)
+        if pending is not None:
+            return self._state(pending["epoch"], pending["start"])
+        if gen is None:
+            return self._state(0, 0)
+        if gen["pids"] == [os.getpid()] and cursor is not None and cursor.epoch == gen["epoch"]:
+            return self._state(cursor.epoch, cursor.next)
+        raise InvalidArgumentError(
+            "this epoch was read by DataLoader worker processes, which this process cannot "
+            "see: pass the number of batches your loop consumed this epoch, "
+            "ds.state_dict(batches_seen=step) (torchdata's StatefulDataLoader does it for you)"
+        )
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restores a :meth:`state_dict`: the next iteration continues that epoch where it
+        stopped (or starts the next epoch if it was complete).
+
+        >>> ds = PackDataset("train.h5", 16, seed=7)
+        >>> ds.load_state_dict(PackDataset("train.h5", 16, seed=7).state_dict(batches_seen=3))
+        >>> len(list(ds))  # the one batch of epoch 0 not yet seen
+        1
+        """
+        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+            raise InvalidArgumentError("not a PackDataset state_dict")
+        self.seed = int(state["seed"])
+        differ = self._plan().mismatches(state)
+        if differ:
+            raise InvalidArgumentError(
+                "the state was saved with other settings, so its order does not apply here: "
+                + ", ".join(differ)
+            )
+        epoch, seen = int(state["epoch"]), int(state["batches_seen"])
+        info = get_worker_info()
+        if "worker" in state:
+            if info is None:
+                raise InvalidArgumentError(
+                    "this state belongs to one DataLoader worker (it was saved inside a worker, "
+                    "as StatefulDataLoader does); load it with the StatefulDataLoader's "
+                    "load_state_dict"
+                )
+            if (state["worker"], state["num_workers"]) != (info.id, info.num_workers):
+                raise InvalidArgumentError(
+                    f"state of worker {state['worker']} of {state['num_workers']} loaded into "
+                    f"worker {info.id} of {info.num_workers}"
+                )
+            self._resume = state
+            return
+        self._clock.set_pending(epoch, seen)
+
+    # -- iteration ------------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Any]:
+        info = get_worker_info()
+        if info is None:
+            worker, workers, token = 0, 1, None
+        else:
+            worker, workers, token = info.id, info.num_workers, info.seed - info.id
+        resume, self._resume = self._resume, None
+        epoch, start, gen_id = self._clock.claim(
+            token, worker, workers, None if resume is None else int(resume["epoch"]), len(self)
+        )
+        if resume is not None and "next_batch" in resume:
+            first = int(resume["next_batch"])
+        else:
+            first = first_batch(start, worker)
+        cursor = Cursor(epoch, first, workers, worker)
+        self._cursor = cursor
+        return self._iterate(cursor, gen_id, to_shared=info is not None and self.transform is None)
+
+    def _iterate(self, cursor: Cursor, gen_id: int, to_shared: bool) -> Iterator[Any]:
+        reader = self._slot.get()
+        plan = self._plan()
+        indices = plan.rank_indices(cursor.epoch)
+        todo = plan.batches(indices, cursor.positions(plan.num_batches))
+        in_flight: collections.deque[tuple[int, Any, Any]] = collections.deque()
+
+        def submit() -> None:
+            for j, idx in todo:
+                in_flight.append((j, *_start_batch(reader, idx, to_shared)))
+                return
+
+        for _ in range(max(self.prefetch, 1)):
+            submit()
+        first = True
+        while in_flight:
+            j, handle, tensors = in_flight.popleft()
+            batch = handle.result()
+            if self.prefetch:
+                submit()
+            if tensors is not None:
+                item = tensors
+            else:
+                item = to_torch(batch if self.transform is None else self.transform(batch))
+            cursor.advance(j)
+            if first:
+                self._clock.mark_used(gen_id)
+                first = False
+            yield item
+            if not self.prefetch:
+                submit()
+
+    def __getstate__(self) -> dict[str, Any]:
+        self._sharding()
+        state = dict(self.__dict__)
+        state["_cursor"] = None
+        return state
+
+    @property
+    def reader(self) -> BatchReader:
+        """The reader, opened in this process."""
+        return self._slot.get()
+
+    def __repr__(self) -> str:
+        rank, world = self._sharding()
+        return (
+            f"PackDataset({self.num_samples} samples, batch_size={self.batch_size}, "
+            f"{len(self)} batches per epoch on rank {rank}/{world}, "
+            f"shuffle_mode={self.shuffle_mode!r}, prefetch={self.prefetch})"
+        )

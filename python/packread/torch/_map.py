@@ -1,0 +1,119 @@
+"""The map-style dataset of :mod:`packread.torch`: :class:`PackMapDataset`, for code that owns
+its sampling."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset, get_worker_info
+
+from .._common import BatchReader
+from .._open import Source
+from ..errors import PackreadTypeError
+from ._reading import _ReaderSlot, _start_batch, to_torch
+
+
+class _Rows(list):
+    """A batch as the list of its samples (row views, no copies), which is what torch's
+    ``default_collate`` expects, carrying the whole batch for ``PackMapDataset.collate_fn``."""
+
+    __slots__ = ("whole",)
+    whole: Any
+
+
+def _rows(batch: Any) -> _Rows:
+    def split(v: Any) -> list[Any]:
+        return list(v.unbind(0)) if isinstance(v, torch.Tensor) else list(v)
+
+    if isinstance(batch, dict):
+        columns = {k: split(v) for k, v in batch.items()}
+        n = len(next(iter(columns.values()))) if columns else 0
+        rows = _Rows({k: col[i] for k, col in columns.items()} for i in range(n))
+    else:
+        rows = _Rows(split(batch))
+    rows.whole = batch
+    return rows
+
+
+class PackMapDataset(Dataset):
+    """A map-style ``Dataset`` over a packread reader, for code that owns its sampling.
+
+    ``DataLoader`` calls ``__getitems__`` with a batch's indices, so a batch is one
+    ``reader.batch`` call, with any sampler (the default, ``BatchSampler``,
+    ``DistributedSampler``, your own). Pass ``collate_fn=PackMapDataset.collate_fn`` and the
+    batch goes through as it was read: ``DataLoader(ds, batch_size=64, shuffle=True,
+    collate_fn=ds.collate_fn)``; with torch's default collate it still works, at the cost of
+    stacking the samples again. ``ds[i]`` is one sample. ``transform(batch)`` is applied to each
+    numpy batch (a batch of one for ``ds[i]``) before the conversion to tensors.
+
+    >>> ds = PackMapDataset("train.h5", datasets="images")
+    >>> len(ds), ds[3].shape
+    (64, torch.Size([3, 32, 32]))
+    """
+
+    def __init__(
+        self,
+        source: Source,
+        *,
+        datasets: Any = None,
+        transform: Callable[[Any], Any] | None = None,
+        **reader_options: Any,
+    ) -> None:
+        super().__init__()
+        if transform is not None and not callable(transform):
+            raise PackreadTypeError("transform must be callable")
+        self.transform = transform
+        self._slot = _ReaderSlot(source, datasets, reader_options)
+        self._len = len(self._slot.get())
+
+    def __len__(self) -> int:
+        return self._len
+
+    def _read(self, indices: Any) -> Any:
+        reader = self._slot.get()
+        idx = np.asarray(indices, dtype=np.int64)
+        to_shared = get_worker_info() is not None and self.transform is None
+        handle, tensors = _start_batch(reader, idx, to_shared)
+        batch = handle.result()
+        if tensors is not None:
+            return tensors
+        return to_torch(batch if self.transform is None else self.transform(batch))
+
+    def __getitems__(self, indices: Sequence[int]) -> list[Any]:
+        """The samples ``indices``, read as one batch (see :meth:`collate_fn`)."""
+        return _rows(self._read(list(indices)))
+
+    def __getitem__(self, i: int) -> Any:
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
+            raise PackreadTypeError(f"an index is an int, not {type(i).__name__}")
+        batch = self._read([int(i)])
+        if isinstance(batch, dict):
+            return {k: v[0] for k, v in batch.items()}
+        return batch[0]
+
+    @staticmethod
+    def collate_fn(batch: Any) -> Any:
+        """The batch ``__getitems__`` read, as it is (a tensor or a dict of tensors); any other
+        list of samples is collated by torch's ``default_collate``.
+
+        >>> ds = PackMapDataset("train.h5")
+        >>> loader = DataLoader(ds, batch_size=8, shuffle=True, collate_fn=ds.collate_fn)
+        >>> next(iter(loader))["labels"].shape
+        torch.Size([8])
+        """
+        if isinstance(batch, _Rows):
+            return batch.whole
+        if isinstance(batch, list):
+            return torch.utils.data.default_collate(batch)
+        return batch
+
+    @property
+    def reader(self) -> BatchReader:
+        """The reader, opened in this process."""
+        return self._slot.get()
+
+    def __repr__(self) -> str:
+        return f"PackMapDataset({self._len} samples, reader={self.reader!r})"
