@@ -36,6 +36,10 @@ const MEMCPYED: u8 = 0x2;
 const DOBITSHUFFLE: u8 = 0x4;
 /// blosc2 flag bits (byte 31 of the extended header).
 const LAZY_CHUNK: u8 = 0x08;
+/// blosc2 flags: a zstd dictionary follows the block starts.
+const USE_DICT: u8 = 0x01;
+/// Largest dictionary c-blosc2 writes or reads (`BLOSC2_MAXDICTSIZE`).
+const MAX_DICT: usize = 128 * 1024;
 const INSTRUMENTED: u8 = 0x80;
 
 extern "C" {
@@ -50,6 +54,7 @@ extern "C" {
         doshuffle: c_int,
         compname: *const c_char,
         frame: c_int,
+        use_dict: c_int,
         out: *mut *mut u8,
     ) -> i64;
     fn packread_b2nd_compress(
@@ -276,7 +281,53 @@ pub fn check_chunk(input: &[u8], nbytes: usize) -> Result<BloscHeader, CodecErro
     if h.version <= 2 && h.flags & MEMCPYED == 0 {
         blosc1_streams(input, &h)?;
     }
+    if h.extended() && h.blosc2_flags & USE_DICT != 0 {
+        dictionary(input, &h)?;
+    }
     Ok(h)
+}
+
+/// A chunk compressed with a zstd dictionary carries it after the block starts: its size (1 to
+/// 128 KiB) and bytes must lie in the chunk, and, for zstd blocks, zstd must accept it.
+/// c-blosc2 loads it with `ZSTD_createDDict` and asserts the result is not NULL before
+/// decoding (an abort of the whole process when zstd refuses a damaged dictionary).
+fn dictionary(input: &[u8], h: &BloscHeader) -> Result<(), CodecError> {
+    let blocks = if h.flags & MEMCPYED == 0 {
+        h.nbytes.div_ceil(h.blocksize)
+    } else {
+        0
+    };
+    let at = BLOSC2_HEADER + 4 * blocks;
+    let size = input
+        .get(at..at + 4)
+        .filter(|_| at + 4 <= h.cbytes)
+        .map(|b| i32::from_le_bytes(b.try_into().expect("4 bytes")))
+        .ok_or_else(|| corrupt("blosc: the chunk's dictionary size runs past the chunk".into()))?;
+    let size = usize::try_from(size)
+        .ok()
+        .filter(|&n| (1..=MAX_DICT).contains(&n))
+        .ok_or_else(|| corrupt(format!("blosc: a dictionary of {size} bytes")))?;
+    let dict = input
+        .get(at + 4..at + 4 + size)
+        .filter(|_| at + 4 + size <= h.cbytes)
+        .ok_or_else(|| corrupt("blosc: the chunk's dictionary runs past the chunk".into()))?;
+    let zstd = match h.flags >> 5 {
+        4 => true,
+        6 => h.udcodec == 5,
+        _ => false,
+    };
+    if zstd && h.flags & MEMCPYED == 0 {
+        // SAFETY: `dict` is a live slice; zstd copies it into the DDict, freed at once.
+        let ddict = unsafe { zstd_sys::ZSTD_createDDict(dict.as_ptr().cast(), dict.len()) };
+        if ddict.is_null() {
+            return Err(corrupt(
+                "blosc: the chunk's zstd dictionary is damaged (zstd refuses it)".into(),
+            ));
+        }
+        // SAFETY: `ddict` came from ZSTD_createDDict just above and is freed once.
+        unsafe { zstd_sys::ZSTD_freeDDict(ddict) };
+    }
+    Ok(())
 }
 
 /// A blosc 1.x chunk's compressed streams, walked as c-blosc2 walks them (each block at its
@@ -394,6 +445,25 @@ pub fn blosc2_compress(
     level: i32,
     frame: bool,
 ) -> Vec<u8> {
+    compress_chunk(data, typesize, shuffle, codec, level, frame, false)
+}
+
+/// One zstd blosc2 chunk of `data` compressed with a dictionary c-blosc2 trains on its blocks
+/// and stores in the chunk (c-blosc2's `use_dict`); for tests.
+#[doc(hidden)]
+pub fn blosc2_compress_with_dict(data: &[u8], typesize: usize, level: i32) -> Vec<u8> {
+    compress_chunk(data, typesize, 1, "zstd", level, false, true)
+}
+
+fn compress_chunk(
+    data: &[u8],
+    typesize: usize,
+    shuffle: i32,
+    codec: &str,
+    level: i32,
+    frame: bool,
+    dict: bool,
+) -> Vec<u8> {
     init();
     let name = std::ffi::CString::new(codec).expect("no NUL");
     let mut out: *mut u8 = std::ptr::null_mut();
@@ -407,6 +477,7 @@ pub fn blosc2_compress(
             shuffle,
             name.as_ptr(),
             c_int::from(frame),
+            c_int::from(dict),
             &mut out,
         )
     };
@@ -514,6 +585,38 @@ pub(crate) mod tests {
             *b = 0x7E;
         }
         assert!(blosc_decompress(&bad, &mut out).is_err());
+    }
+
+    /// A chunk compressed with a zstd dictionary decodes; with the dictionary's size or bytes
+    /// damaged it is an error, not c-blosc2's assertion (an abort) on the dictionary zstd
+    /// refused (the blosc2 fuzz target's find).
+    #[test]
+    fn zstd_dictionaries_are_checked_before_c_blosc2_loads_them() {
+        let d: Vec<u8> = (0..200_000u32).flat_map(|i| (i % 977).to_le_bytes()).collect();
+        let c = blosc2_compress_with_dict(&d, 4, 5);
+        let h = BloscHeader::parse(&c).unwrap();
+        assert_ne!(h.blosc2_flags & USE_DICT, 0, "c-blosc2 wrote no dictionary");
+        let mut out = vec![0u8; d.len()];
+        blosc_decompress(&c, &mut out).unwrap();
+        assert_eq!(out, d);
+        let at = BLOSC2_HEADER + 4 * h.nbytes.div_ceil(h.blocksize);
+        let size = i32::from_le_bytes(c[at..at + 4].try_into().unwrap()) as usize;
+        // A size of 0, past the maximum and past the chunk.
+        for bad_size in [0i32, -1, 128 * 1024 + 1, c.len() as i32] {
+            let mut bad = c.clone();
+            bad[at..at + 4].copy_from_slice(&bad_size.to_le_bytes());
+            let err = blosc_decompress(&bad, &mut out).unwrap_err();
+            assert!(err.to_string().contains("dictionary"), "{bad_size}: {err}");
+        }
+        // A trained dictionary (zstd's magic, then entropy tables) whose tables are garbage:
+        // zstd refuses to load it.
+        assert_eq!(&c[at + 4..at + 8], &0xEC30A437u32.to_le_bytes());
+        let mut bad = c.clone();
+        for b in &mut bad[at + 12..at + 4 + size.min(64)] {
+            *b = 0xFF;
+        }
+        let err = blosc_decompress(&bad, &mut out).unwrap_err();
+        assert!(err.to_string().contains("zstd refuses"), "{err}");
     }
 
     /// The header fields that would make c-blosc2 load a plugin or follow a lazy chunk's

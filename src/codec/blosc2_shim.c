@@ -59,18 +59,20 @@ static int64_t copy_out(const uint8_t *p, int64_t n, uint8_t **out) {
 }
 
 /* For tests and benchmarks: compresses `src` into one blosc chunk (c-blosc2's own format)
- * with codec `compname`, or, with `frame` set, into a contiguous frame holding that one chunk
+ * with codec `compname` (and, with `use_dict`, a zstd dictionary trained on its blocks and
+ * stored in the chunk), or, with `frame` set, into a contiguous frame holding that one chunk
  * (what the HDF5 blosc2 filter writes for a 1-d chunk). Returns the bytes written to `*out`
  * (malloc'ed; the caller frees it with packread_blosc2_free), or a negative code. */
 int64_t packread_blosc2_compress(const uint8_t *src, int32_t srclen, int32_t typesize,
                                  int clevel, int doshuffle, const char *compname, int frame,
-                                 uint8_t **out) {
+                                 int use_dict, uint8_t **out) {
   *out = NULL;
   int ok = 0;
   blosc2_cparams cparams = cparams_for(typesize, clevel, doshuffle, compname, &ok);
   if (!ok) {
     return BLOSC2_ERROR_CODEC_SUPPORT;
   }
+  cparams.use_dict = use_dict;
   if (!frame) {
     int32_t cap = srclen + BLOSC2_MAX_OVERHEAD;
     uint8_t *buf = malloc((size_t)cap);
