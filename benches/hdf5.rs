@@ -24,8 +24,8 @@ use hdf5_sys::h5d::{H5Dget_space, H5Dget_type, H5Dread};
 use hdf5_sys::h5p::H5P_DEFAULT;
 use hdf5_sys::h5s::{H5S_seloper_t, H5Sclose, H5Screate_simple, H5Sselect_hyperslab};
 use hdf5_sys::h5t::H5Tclose;
-use packread::hdf5::{Hdf5File, Selection};
-use packread::pool;
+use packread::batch::{self, pool};
+use packread::formats::hdf5::{Hdf5File, Selection};
 
 /// packread's default decoded-chunk cache (unused by one-sample chunks, kept as in Python).
 const CACHE_BYTES: usize = 32 << 20;
@@ -132,9 +132,7 @@ fn bench_storage(c: &mut Criterion, name: &str, storage: Storage, data: &[u8]) {
 
     let h5dread = |idx: &[usize], out: &mut [u8]| h5dread_per_index(&ds, idx, out);
     let packread = |idx: &[usize], out: &mut [u8]| {
-        reader
-            .read_batch(&as_i64(idx), &[0], &mut [out])
-            .expect("read_batch")
+        batch::read(&reader, &as_i64(idx), &[0], &mut [out]).expect("read_batch")
     };
     // Plain I/O of the same chunk bytes (uncompressed chunks only).
     let pread = |idx: &[usize], out: &mut [u8]| {

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use common::{as_i64, on_2_threads, warm, Samples, XorShift, BATCH, SAMPLES, SAMPLE_BYTES};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use packread::npy::{parse_header, Limits, NpySet, MAGIC};
-use packread::pool;
+use packread::batch::{self, pool};
+use packread::formats::npy::{parse_header, Limits, NpyIndex, MAGIC};
 
 /// A version 1.0 NPY header for `dict`: magic, version, u16 header length, then the dict
 /// padded with spaces so that the data starts at a multiple of 64, ending in `'\n'`.
@@ -98,7 +98,7 @@ fn bench_open(c: &mut Criterion) {
     group.bench_function("1000_small_files", |b| {
         b.iter_batched(
             || paths.clone(),
-            |p| NpySet::open(p, &limits).expect("open"),
+            |p| NpyIndex::open(p, &limits, None).expect("open"),
             BatchSize::LargeInput,
         )
     });
@@ -111,7 +111,7 @@ fn bench_read_batch(c: &mut Criterion) {
     let dict = "{'descr': '|u1', 'fortran_order': False, 'shape': (3, 256, 256), }";
     let paths = write_files(dir.path(), dict, &data, SAMPLE_BYTES);
     warm(&paths);
-    let set = NpySet::open(paths.clone(), &Limits::default()).expect("open");
+    let set = NpyIndex::open(paths.clone(), &Limits::default(), None).expect("open");
     assert_eq!(set.sample_bytes(), SAMPLE_BYTES);
     let offset = std::fs::metadata(&paths[0]).unwrap().len() - SAMPLE_BYTES as u64;
 
@@ -144,7 +144,9 @@ fn bench_read_batch(c: &mut Criterion) {
         on_2_threads(idx, out, SAMPLE_BYTES, &pread)
     });
     samples.bench_limits(&mut group);
-    let packread = |idx: &[usize], out: &mut [u8]| set.read_batch(&as_i64(idx), out).expect("read");
+    let packread = |idx: &[usize], out: &mut [u8]| {
+        batch::read(&set, &as_i64(idx), &[0], &mut [out]).expect("read")
+    };
     samples.bench(&mut group, &format!("packread_{threads}_threads"), packread);
     // The same engine on one thread: what the pool adds, separated from per-file costs.
     pool::set_num_threads(1);

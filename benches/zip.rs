@@ -15,13 +15,17 @@ use std::hint::black_box;
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use common::{warm, Samples, XorShift, BATCH, SAMPLES, SAMPLE_BYTES};
+use common::{as_i64, warm, Samples, XorShift, BATCH, SAMPLES, SAMPLE_BYTES};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use libdeflater::{CompressionLvl, Compressor, Decompressor};
-use packread::pool;
-use packread::zip::{ZipIndex, ZipLimits};
+use packread::batch::source::SharedFile;
+use packread::batch::{self, pool};
+use packread::dtype::literal::Literal;
+use packread::dtype::DType;
+use packread::formats::zip::{SamplePayload, ZipIndex, ZipLimits, ZipSamples};
 
 const STORED: u16 = 0;
 const DEFLATED: u16 = 8;
@@ -226,14 +230,25 @@ fn archive(method: u16) -> Archive {
     }
 }
 
+/// Every member of the archive at `path` as a sample of `SAMPLE_BYTES` raw bytes.
+fn raw_samples(path: &std::path::Path, limits: ZipLimits) -> ZipSamples<SharedFile> {
+    let index = ZipIndex::open(path.to_path_buf(), limits).expect("open");
+    let members = (0..index.len()).collect();
+    let payload = SamplePayload::Raw {
+        dtype: DType::from_descr(Literal::Str("|u1".into())).expect("u1"),
+        shape: vec![SAMPLE_BYTES],
+    };
+    ZipSamples::new(Arc::new(index), members, payload, None).expect("samples")
+}
+
 fn bench_read_stored(c: &mut Criterion) {
     let a = archive(STORED);
-    let index = ZipIndex::open(a.path.clone(), ZipLimits::default()).expect("open");
+    let index = raw_samples(&a.path, ZipLimits::default());
     let no_crc = ZipLimits {
         verify_crc: false,
         ..ZipLimits::default()
     };
-    let index_no_crc = ZipIndex::open(a.path.clone(), no_crc).expect("open");
+    let index_no_crc = raw_samples(&a.path, no_crc);
 
     // The naive reader: one handle, kept open (like the seed's per-worker `ZipFile`), the data
     // offsets known, every CRC-32 checked (as zipfile, and packread by default, do).
@@ -253,12 +268,11 @@ fn bench_read_stored(c: &mut Criterion) {
                 .expect("pread");
         }
     };
-    let packread =
-        |idx: &[usize], out: &mut [u8]| index.read_raw_batch(idx, SAMPLE_BYTES, out).expect("read");
+    let packread = |idx: &[usize], out: &mut [u8]| {
+        batch::read(&index, &as_i64(idx), &[0], &mut [out]).expect("read")
+    };
     let packread_no_crc = |idx: &[usize], out: &mut [u8]| {
-        index_no_crc
-            .read_raw_batch(idx, SAMPLE_BYTES, out)
-            .expect("read")
+        batch::read(&index_no_crc, &as_i64(idx), &[0], &mut [out]).expect("read")
     };
 
     let threads = pool::num_threads();
@@ -285,7 +299,7 @@ fn bench_read_stored(c: &mut Criterion) {
 
 fn bench_read_deflated(c: &mut Criterion) {
     let a = archive(DEFLATED);
-    let index = ZipIndex::open(a.path.clone(), ZipLimits::default()).expect("open");
+    let index = raw_samples(&a.path, ZipLimits::default());
     let stored: usize = a.written.iter().map(|w| w.stored_len).sum();
     let ratio = a.data.len() as f64 / stored as f64;
     eprintln!("zip/read_raw_batch deflated: compression ratio {ratio:.2}x");
@@ -309,8 +323,9 @@ fn bench_read_deflated(c: &mut Criterion) {
             assert_eq!(libdeflater::crc32(slot), w.crc32, "CRC-32");
         }
     };
-    let packread =
-        |idx: &[usize], out: &mut [u8]| index.read_raw_batch(idx, SAMPLE_BYTES, out).expect("read");
+    let packread = |idx: &[usize], out: &mut [u8]| {
+        batch::read(&index, &as_i64(idx), &[0], &mut [out]).expect("read")
+    };
 
     let threads = pool::num_threads();
     let mut samples = Samples::new(&a.data, SAMPLE_BYTES, 42);

@@ -1,6 +1,12 @@
-//! packread: parallel reads of NPY files, ZIP/NPZ members and HDF5 chunks straight into
-//! preallocated buffers. Every format is an indexer that says where a sample's bytes are and
-//! how they are encoded (an [`exec::Extent`]); one executor reads and decodes them all.
+//! packread: parallel reads of training data (HDF5 chunks, NPY files, ZIP and NPZ members)
+//! straight into preallocated buffers.
+//!
+//! - [`batch`]: the engine. Every format is an [`batch::Index`] that says where a sample's
+//!   bytes are and how they are encoded; one [`batch::read_batch`] plans, reads, decodes and
+//!   scatters batches for all of them, on a bounded, fork-aware pool.
+//! - [`formats`]: the indexes (NPY, NPZ, ZIP, HDF5).
+//! - [`codec`]: the decoders, pure functions from stored bytes to a sample's bytes.
+//! - [`dtype`]: element types, as numpy describes them.
 //!
 //! The core has no Python in it; `src/py` (feature `python`) is the binding layer.
 
@@ -8,22 +14,12 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
+pub mod batch;
 pub mod codec;
 pub mod dtype;
 pub mod error;
-pub(crate) mod exec;
-#[cfg(feature = "hdf5")]
-pub mod hdf5;
-pub mod literal;
-pub mod npy;
-pub mod npy_header;
-pub mod npz;
+pub mod formats;
 pub mod order;
-pub mod pending;
-pub mod plan;
-pub mod pool;
-pub(crate) mod source;
-pub mod zip;
 
 #[cfg(feature = "python")]
 mod py;

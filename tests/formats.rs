@@ -5,10 +5,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use packread::codec::NpyExpect;
-use packread::npy::{self, Limits, NpySet};
-use packread::npz::{self, Content, NpzSet};
-use packread::zip::{ZipIndex, ZipLimits};
+use packread::batch::{self, Index};
+use packread::formats::npy::{self, Limits, NpyIndex};
+use packread::formats::npz::{self, Content, NpzIndex};
+use packread::formats::zip::{SamplePayload, ZipIndex, ZipLimits, ZipSamples};
 use packread::ErrorKind;
 
 fn fixture(name: &str) -> PathBuf {
@@ -26,23 +26,28 @@ fn f4_bytes(values: impl IntoIterator<Item = f32>) -> Vec<u8> {
 #[test]
 fn npy_set_reads_rows_in_order_with_duplicates_and_negatives() {
     let path = fixture("f4_3x4.npy");
-    let set = NpySet::open(vec![path.clone(), path], &Limits::default()).unwrap();
+    let set = NpyIndex::open(vec![path.clone(), path], &Limits::default(), None).unwrap();
     assert_eq!(set.sample_shape(), &[3, 4]);
     assert_eq!(set.sample_bytes(), 48);
     let mut out = vec![0u8; 3 * 48];
-    set.read_batch(&[1, 0, -1], &mut out).unwrap();
+    batch::read(&set, &[1, 0, -1], &[0], &mut [&mut out]).unwrap();
     let one = f4_bytes((0..12).map(|v| v as f32));
     assert_eq!(out, [one.clone(), one.clone(), one].concat());
-    let e = set.read_batch(&[2], &mut out[..48]).unwrap_err();
+    let e = batch::read(&set, &[2], &[0], &mut [&mut out[..48]]).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Index);
     assert!(e.to_string().contains("f4_3x4.npy"), "{e}");
 }
 
 #[test]
 fn npy_fortran_file_is_read_in_c_order_by_the_reader() {
-    let set = NpySet::open(vec![fixture("i8be_fortran_2x3.npy")], &Limits::default()).unwrap();
+    let set = NpyIndex::open(
+        vec![fixture("i8be_fortran_2x3.npy")],
+        &Limits::default(),
+        None,
+    )
+    .unwrap();
     let mut out = vec![0u8; 48];
-    set.read_batch(&[0], &mut out).unwrap();
+    batch::read(&set, &[0], &[0], &mut [&mut out]).unwrap();
     let want: Vec<u8> = (0..6i64).flat_map(i64::to_be_bytes).collect();
     assert_eq!(out, want);
     // A whole-file load keeps the stored (Fortran) layout, as numpy.load does.
@@ -67,36 +72,42 @@ fn npy_fortran_file_is_read_in_c_order_by_the_reader() {
 
 #[test]
 fn npy_set_refuses_files_that_disagree() {
-    let e = NpySet::open(
+    let e = NpyIndex::open(
         vec![fixture("f4_3x4.npy"), fixture("i8be_fortran_2x3.npy")],
         &Limits::default(),
+        None,
     )
     .err()
     .unwrap();
     assert_eq!(e.kind(), ErrorKind::Inconsistent);
-    assert!(NpySet::open(vec![fixture("raw.zip")], &Limits::default()).is_err());
+    assert!(NpyIndex::open(vec![fixture("raw.zip")], &Limits::default(), None).is_err());
 }
 
 // --- ZIP ---------------------------------------------------------------------------------------
 
 #[test]
 fn zip_members_stored_and_deflated_are_read_and_crc_checked() {
-    let index = ZipIndex::open(fixture("raw.zip"), ZipLimits::default()).unwrap();
+    let index = Arc::new(ZipIndex::open(fixture("raw.zip"), ZipLimits::default()).unwrap());
     let names: Vec<&str> = index.members().iter().map(|m| m.name()).collect();
     assert_eq!(names, ["a.raw", "b.raw"]);
     let a: Vec<u8> = (0..64).collect();
     let b: Vec<u8> = (0..64).rev().collect();
     assert_eq!(index.read(0).unwrap(), a);
     assert_eq!(index.read(1).unwrap(), b);
+    let u1 =
+        packread::dtype::DType::from_descr(packread::dtype::literal::Literal::Str("|u1".into()))
+            .unwrap();
+    let payload = SamplePayload::Raw {
+        dtype: u1,
+        shape: vec![64],
+    };
+    let samples = ZipSamples::new(index.clone(), vec![0, 1], payload, None).unwrap();
     let mut out = vec![0u8; 3 * 64];
-    index.read_raw_batch(&[1, 0, 1], 64, &mut out).unwrap();
+    batch::read(&samples, &[1, 0, 1], &[0], &mut [&mut out]).unwrap();
     assert_eq!(out, [b.clone(), a, b].concat());
     assert_eq!(index.npy_header(0).unwrap(), None);
-    assert_eq!(index.positions(&["b.raw"]).unwrap(), vec![1]);
-    assert_eq!(
-        index.positions(&["c.raw"]).unwrap_err().kind(),
-        ErrorKind::Key
-    );
+    assert_eq!(index.position("b.raw").unwrap(), 1);
+    assert_eq!(index.position("c.raw").unwrap_err().kind(), ErrorKind::Key);
 }
 
 #[test]
@@ -121,28 +132,23 @@ fn zip_from_bytes_and_damage() {
 
 #[test]
 fn zip_npy_members_read_in_place_and_checked_against_the_sample_type() {
-    let index = ZipIndex::open(fixture("sample.npz"), ZipLimits::default()).unwrap();
-    let i = index.positions(&["image.npy"]).unwrap()[0];
+    let index = Arc::new(ZipIndex::open(fixture("sample.npz"), ZipLimits::default()).unwrap());
+    let i = index.position("image.npy").unwrap();
     let header = index.npy_header(i).unwrap().unwrap();
     assert_eq!(header.shape, vec![2, 3, 4]);
     let layout = index.npy_layout(i).unwrap().expect("a stored member");
     assert_eq!(layout.header, header);
-    let expect = Arc::new(NpyExpect {
-        dtype: header.dtype.clone(),
-        shape: header.shape.clone(),
-        limits: Limits::default(),
-        keep_layout: false,
-    });
+    let label = index.position("label.npy").unwrap();
+    let payload = SamplePayload::Npy { reference: i };
+    let samples = ZipSamples::new(index.clone(), vec![i, label], payload, None).unwrap();
+    assert_eq!(samples.arrays()[0].shape, vec![2, 3, 4]);
     let mut out = vec![0u8; 48];
-    index.read_npy_batch(&[i, i], &expect, &mut out).unwrap();
+    batch::read(&samples, &[0, 0], &[0], &mut [&mut out]).unwrap();
     assert_eq!(
         out,
         [(0..24).collect::<Vec<u8>>(), (0..24).collect()].concat()
     );
-    let label = index.positions(&["label.npy"]).unwrap()[0];
-    let e = index
-        .read_npy_batch(&[label], &expect, &mut out[..24])
-        .unwrap_err();
+    let e = batch::read(&samples, &[1], &[0], &mut [&mut out[..24]]).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Inconsistent);
     assert!(e.to_string().contains("label.npy"), "{e}");
 }
@@ -151,28 +157,26 @@ fn zip_npy_members_read_in_place_and_checked_against_the_sample_type() {
 
 #[test]
 fn npz_set_reads_stored_and_deflated_files_alike() {
-    let set = NpzSet::open(
+    let set = NpzIndex::open(
         vec![fixture("sample.npz"), fixture("sample_deflated.npz")],
         ZipLimits::default(),
+        None,
     )
     .unwrap();
     let keys: Vec<&str> = set.keys().iter().map(|k| k.name.as_str()).collect();
     assert_eq!(keys, ["image", "label"]);
     let (image, label) = (
-        set.key_position("image").unwrap(),
-        set.key_position("label").unwrap(),
+        set.position("image").unwrap(),
+        set.position("label").unwrap(),
     );
     let mut a = vec![0u8; 3 * 24];
     let mut b = vec![0u8; 3 * 8];
-    set.read_batch(&[1, 0, 1], &[image, label], &mut [&mut a, &mut b])
-        .unwrap();
+    batch::read(&set, &[1, 0, 1], &[image, label], &mut [&mut a, &mut b]).unwrap();
     let img: Vec<u8> = (0..24).collect();
     assert_eq!(a, [img.clone(), img.clone(), img].concat());
     assert_eq!(b, [7i64.to_le_bytes(); 3].concat());
-    assert_eq!(set.key_position("mask").unwrap_err().kind(), ErrorKind::Key);
-    let e = set
-        .read_batch(&[2], &[image], &mut [&mut a[..24]])
-        .unwrap_err();
+    assert_eq!(set.position("mask").unwrap_err().kind(), ErrorKind::Key);
+    let e = batch::read(&set, &[2], &[image], &mut [&mut a[..24]]).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Index);
 }
 
@@ -196,7 +200,7 @@ fn npz_whole_archive_load() {
 #[cfg(feature = "hdf5")]
 mod hdf5 {
     use super::*;
-    use packread::hdf5::{Hdf5File, Selection};
+    use packread::formats::hdf5::{Hdf5File, Selection};
 
     fn u2_rows(rows: &[usize]) -> Vec<u8> {
         rows.iter()
@@ -218,12 +222,12 @@ mod hdf5 {
         for name in ["chunked", "gzip", "lzf"] {
             let w = file.position(name).unwrap();
             let mut out = vec![0u8; rows.len() * 12];
-            file.read_batch(&idx, &[w], &mut [&mut out]).unwrap();
+            batch::read(&file, &idx, &[w], &mut [&mut out]).unwrap();
             assert_eq!(out, u2_rows(&rows), "{name}");
         }
         let w = file.position("contiguous").unwrap();
         let mut out = vec![0u8; 16];
-        file.read_batch(&[-1, 2], &[w], &mut [&mut out]).unwrap();
+        batch::read(&file, &[-1, 2], &[w], &mut [&mut out]).unwrap();
         let want: Vec<u8> = [7.0f64, 2.0]
             .into_iter()
             .flat_map(f64::to_le_bytes)
@@ -235,7 +239,7 @@ mod hdf5 {
     fn hdf5_pytables_blosc_carray() {
         let file = h5("pytables.h5", Selection::Names(vec!["x".into()]));
         let mut out = vec![0u8; 2 * 24];
-        file.read_batch(&[6, 1], &[0], &mut [&mut out]).unwrap();
+        batch::read(&file, &[6, 1], &[0], &mut [&mut out]).unwrap();
         let want: Vec<u8> = [6usize, 1]
             .iter()
             .flat_map(|&r| (0..6).map(move |c| (r * 6 + c) as i32))
@@ -263,12 +267,10 @@ mod hdf5 {
         );
         let file = h5("h5py.h5", Selection::All);
         let mut out = vec![0u8; 12];
-        let e = file.read_batch(&[8], &[0], &mut [&mut out]).unwrap_err();
+        let e = batch::read(&file, &[8], &[0], &mut [&mut out]).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Index);
         assert!(e.to_string().contains("h5py.h5"), "{e}");
-        let e = file
-            .read_batch(&[0], &[0], &mut [&mut out[..5]])
-            .unwrap_err();
+        let e = batch::read(&file, &[0], &[0], &mut [&mut out[..5]]).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidArgument);
     }
 }

@@ -49,7 +49,7 @@ fn chunks_larger_than_the_array_and_single_rows() {
 
 #[test]
 fn malformed_chunk_shapes_are_errors() {
-    use packread::plan::Tiling;
+    use packread::batch::tiling::Tiling;
     assert!(Tiling::new(&[4, 4], &[2], 1).is_err());
     assert!(Tiling::new(&[4, 4], &[2, 0], 1).is_err());
     assert!(Tiling::new(&[], &[], 1).is_err());

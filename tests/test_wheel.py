@@ -50,7 +50,9 @@ def test_tag_and_contents():
         "packread/cli/inspect/__init__.py",
         "packread/cli/convert/__init__.py",
         "packread/cli/bench.py",
-        "packread/torch.py",
+        "packread/_reader.py",
+        "packread/_epoch.py",
+        "packread/torch/__init__.py",
     ):
         assert needed in names
     assert "packread=packread.cli:main" in entry.replace(" ", "")

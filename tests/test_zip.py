@@ -60,7 +60,7 @@ def check_against_zipfile(path, reader=None, **kw):
     z = reader if reader is not None else packread.ZipReader(path, **kw)
     with zipfile.ZipFile(path) as zf:
         infos = zf.infolist()
-        assert z.keys() == [i.filename for i in infos]
+        assert z.names() == [i.filename for i in infos]
         assert len(z) == len(infos)
         for pos, i in enumerate(infos):
             assert i.filename in z
@@ -81,7 +81,7 @@ def check_against_zipfile(path, reader=None, **kw):
 
 def test_members_match_zipfile(archive):
     z = check_against_zipfile(archive)
-    assert z.keys() == list(MEMBERS)
+    assert z.names() == list(MEMBERS)
     assert z.path == archive
     assert archive in repr(z)
     assert f"{len(MEMBERS)} members" in repr(z)
@@ -104,9 +104,9 @@ def test_info_fields(archive):
 
 def test_names_is_a_copy(archive):
     z = packread.ZipReader(archive)
-    names = z.keys()
+    names = z.names()
     names.clear()
-    assert len(z.keys()) == len(MEMBERS)
+    assert len(z.names()) == len(MEMBERS)
 
 
 def test_contains(archive):
@@ -121,7 +121,7 @@ def test_contains(archive):
 
 def test_accepts_pathlib_and_str(archive):
     assert packread.ZipReader(pathlib.Path(archive)).read("tail.bin") == b"the last member"
-    assert packread.ZipReader(str(archive)).keys() == list(MEMBERS)
+    assert packread.ZipReader(str(archive)).names() == list(MEMBERS)
 
 
 def test_read_missing_member_is_a_key_error(archive):
@@ -161,7 +161,7 @@ def test_empty_archive(tmp_path):
     zipfile.ZipFile(path, "w").close()
     z = packread.ZipReader(path)
     assert len(z) == 0
-    assert z.keys() == []
+    assert z.names() == []
     assert z.batch([]).shape == (0, 0)
 
 
@@ -277,7 +277,7 @@ def test_utf8_and_cp437_names(tmp_path):
     path = tmp_path / "names.zip"
     path.write_bytes(raw)
     z = check_against_zipfile(path)
-    assert z.keys() == ["café.txt", "日本/ü.bin"]
+    assert z.names() == ["café.txt", "日本/ü.bin"]
 
 
 def test_duplicate_names_are_refused_clearly(tmp_path):
@@ -321,7 +321,7 @@ def test_200k_members(many_members):
     assert b"PK\x06\x06" in many_members.read_bytes()[-200:]
     z = packread.ZipReader(many_members)
     assert len(z) == 200_000
-    assert z.keys() == names
+    assert z.names() == names
     assert "m/199999" in z
     assert z.read("m/199999") == bytes([199_999 % 251])
     assert z.read(123_456) == bytes([123_456 % 251])

@@ -70,7 +70,7 @@ def zip_raises(tmp_path, raw: bytes, exc_type, member: str | None = None, *, bat
     opened = None
     with pytest.raises(exc_type) as exc:  # noqa: PT012 (at open or when read)
         opened = packread.ZipReader(path, **kw)
-        for name in [member] if member is not None else opened.keys():
+        for name in [member] if member is not None else opened.names():
             opened.read(name)
     err = exc.value
     if opened is None:  # refused at open: the file is named
@@ -129,7 +129,7 @@ def test_sanity_good_archives_read(tmp_path):
     path = tmp_path / "good.zip"
     path.write_bytes(GOOD)
     z = packread.ZipReader(path)
-    assert {n: z.read(n) for n in z.keys()} == WANT
+    assert {n: z.read(n) for n in z.names()} == WANT
     for compressed in (False, True):
         raw = good_npz(compressed)
         for got in (packread.load_npz(raw), packread.load_npz(io.BytesIO(raw).getvalue())):
@@ -244,8 +244,8 @@ def test_11_fewer_entries_than_the_directory_holds(tmp_path):
     except packread.BadZipError as exc:
         check_error(exc, str(path))
     else:
-        assert z.keys() in (["a.bin", "b.bin"], ["a.bin", "b.bin", "c.bin"])
-        assert {n: z.read(n) for n in z.keys()} == {n: WANT[n] for n in z.keys()}
+        assert z.names() in (["a.bin", "b.bin"], ["a.bin", "b.bin", "c.bin"])
+        assert {n: z.read(n) for n in z.names()} == {n: WANT[n] for n in z.names()}
 
 
 @pytest.mark.parametrize("cd_size", [0, 46, LAYOUT.cd_size - 1, LAYOUT.cd_size + 1])
@@ -286,7 +286,7 @@ def test_11_end_record_fields_zipfile_does_not_need(tmp_path, variant):
     path = tmp_path / "z.zip"
     path.write_bytes(raw)
     z = packread.ZipReader(path)
-    assert {n: z.read(n) for n in z.keys()} == WANT
+    assert {n: z.read(n) for n in z.names()} == WANT
 
 
 def test_member_names_end_at_a_nul_as_in_zipfile(tmp_path):
@@ -303,8 +303,8 @@ def test_member_names_end_at_a_nul_as_in_zipfile(tmp_path):
     path = tmp_path / "nul.zip"
     path.write_bytes(raw)
     z = packread.ZipReader(path)
-    assert z.keys() == ["img.raw", "b.raw"]
-    assert {n: z.read(n) for n in z.keys()} == want
+    assert z.names() == ["img.raw", "b.raw"]
+    assert {n: z.read(n) for n in z.names()} == want
 
 
 # 12. ----------------------------------------------------------------------------------------
@@ -610,7 +610,7 @@ def test_16_sanity_zip64_variants_start_from_a_good_archive(tmp_path):
     path = tmp_path / "good64.zip"
     path.write_bytes(zip64())
     z = packread.ZipReader(path)
-    assert {n: z.read(n) for n in z.keys()} == WANT
+    assert {n: z.read(n) for n in z.names()} == WANT
 
 
 @pytest.mark.parametrize("variant", list(ZIP64_BAD))
@@ -627,7 +627,7 @@ def test_16_zip64_fields_zipfile_does_not_need(tmp_path, variant):
     path = tmp_path / "z64.zip"
     path.write_bytes(raw)
     z = packread.ZipReader(path)
-    assert {n: z.read(n) for n in z.keys()} == WANT
+    assert {n: z.read(n) for n in z.names()} == WANT
 
 
 # 17. ----------------------------------------------------------------------------------------

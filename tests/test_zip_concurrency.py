@@ -80,7 +80,7 @@ def single_process(data):
         "raw": z.batch(data["raw_names"], dtype="<f4", shape=SHAPE),
         "npy": z.batch(data["npy_names"]),
         "npz": r.batch(rows),
-        "bytes": [z.read(n) for n in z.keys()],
+        "bytes": [z.read(n) for n in z.names()],
     }
 
 
@@ -145,7 +145,7 @@ def test_fork_child_reads_readers_opened_in_the_parent(data, tmp_path):
                 "raw": z.batch(data["raw_names"], dtype="<f4", shape=SHAPE),
                 "npy": z.batch(data["npy_names"]),
                 "npz": r.batch(rows),
-                "bytes": [z.read(n) for n in z.keys()],
+                "bytes": [z.read(n) for n in z.names()],
             }
             for _ in range(20):  # the child's pool works more than once
                 assert z.batch(data["npy_names"][::-1]).tobytes() == out["npy"][::-1].tobytes()
@@ -235,7 +235,7 @@ def test_zip_reader_pickles_by_path(data):
         copy = pickle.loads(blob)
         assert isinstance(copy, packread.ZipReader)
         assert copy.path == z.path
-        assert copy.keys() == z.keys()
+        assert copy.names() == z.names()
         assert copy.info(3) == z.info(3)
         assert copy.read("raw/05") == z.read("raw/05")
         assert_same(copy.batch(data["npy_names"][:5]), z.batch(data["npy_names"][:5]))
@@ -300,7 +300,7 @@ def test_threads_share_one_zip_reader_and_npz_reader(data):
     z = packread.ZipReader(data["zip"])
     r = packread.NpzReader(data["npz_dir"])
     want = single_process(data)
-    members = {n: z.read(n) for n in z.keys()}
+    members = {n: z.read(n) for n in z.names()}
     raw_npz = [pathlib.Path(p).read_bytes() for p in data["npz_paths"]]
     barrier = threading.Barrier(8)
     failures = []
@@ -324,7 +324,7 @@ def test_threads_share_one_zip_reader_and_npz_reader(data):
                     got = z.batch(names, out=out) if names else out
                     ok = got is out and out.tobytes() == want["npy"][rows].tobytes()
                 elif kind == 2:
-                    name = z.keys()[int(rng.integers(len(z)))]
+                    name = z.names()[int(rng.integers(len(z)))]
                     ok = z.read(name) == members[name]
                 elif kind == 3:
                     got = r.batch(idx)

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use packread::npy_header::{parse_header, Limits};
+use packread::formats::npy::header::{parse_header, Limits};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(h) = parse_header(data, data.len(), "fuzz.npy", &Limits::default()) {
@@ -20,6 +20,6 @@ fuzz_target!(|data: &[u8]| {
         );
     }
     if let Ok(text) = std::str::from_utf8(data) {
-        let _ = packread::literal::parse(text);
+        let _ = packread::dtype::literal::parse(text);
     }
 });

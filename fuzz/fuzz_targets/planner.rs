@@ -1,4 +1,4 @@
-//! The chunk planner (`plan::Tiling`) with random shapes, chunk shapes, item sizes and index
+//! The chunk planner (`batch::tiling::Tiling`) with random shapes, chunk shapes, item sizes and index
 //! lists (any order, duplicates): every output byte written exactly once, with the element
 //! asked for (the model in tests/common/plan_check.rs).
 #![no_main]

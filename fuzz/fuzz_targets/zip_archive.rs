@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use packread::zip::{ZipIndex, ZipLimits};
+use packread::formats::zip::{ZipIndex, ZipLimits};
 
 fuzz_target!(|data: &[u8]| {
     let limits = ZipLimits {
@@ -21,5 +21,5 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(bytes.len() as u64, index.members()[i].size());
         }
     }
-    let _ = packread::npz::contents(&index);
+    let _ = packread::formats::npz::contents(&index);
 });

@@ -144,23 +144,38 @@ class Closable:
     indexes (reads already started finish first); every later call raises
     :class:`~packread.errors.ReaderClosedError`. A closed reader still pickles (by path)."""
 
+    #: The extension objects a reader holds (a format's object, its batch ``Reader``).
     _inner: Any
+    _reader: Any
 
     def close(self) -> None:
         """Releases the reader's files; later calls raise ``ReaderClosedError``."""
-        if not isinstance(self._inner, _Closed):
-            self._inner = _Closed(f"{type(self).__name__} of {self._describe()}")
+        if self.closed:
+            return
+        closed = _Closed(f"{type(self).__name__} of {self._describe()}")
+        for name in ("_inner", "_reader"):
+            if name in self.__dict__:
+                setattr(self, name, closed)
 
     def _describe(self) -> str:
         return "its files"
 
+    def _handle(self) -> Any:
+        """The first extension object this reader holds (``_reader``, else ``_inner``)."""
+        for name in ("_reader", "_inner"):
+            handle = self.__dict__.get(name)
+            if handle is not None:
+                return handle
+        return None
+
     @property
     def closed(self) -> bool:
-        return isinstance(self._inner, _Closed)
+        return isinstance(self._handle(), _Closed)
 
     def _check_open(self) -> None:
-        if isinstance(self._inner, _Closed):
-            self._inner._raise()
+        handle = self._handle()
+        if isinstance(handle, _Closed):
+            handle._raise()
 
     def __enter__(self: T) -> T:
         return self

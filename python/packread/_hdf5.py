@@ -65,7 +65,7 @@ def _attr_value(raw: tuple[Any, ...]) -> Any:
 
 
 def _start(
-    inner: _packread.HDF5Reader,
+    inner: _packread.HDF5File,
     datasets: dict[str, HDF5Dataset],
     names: list[str],
     rows: Any,
@@ -91,7 +91,9 @@ def _start(
             raise InvalidArgumentError(f"out= cannot hold variable-length data ({n!r})")
         if n not in result and ds.vlen is None:
             result[n] = new_output(len(rows), ds.shape[1:], ds.dtype)
-    reads = [inner.read_into(rows, fixed, [result[n] for n in fixed])]
+    # Always started, fixed-size data or not: it checks the indices.
+    positions = [datasets[n].position for n in fixed]
+    reads = [inner.reader().read_into(rows, positions, [result[n] for n in fixed])]
     pending: list[tuple[str, _packread.RaggedResult]] = []
     for n in names:
         if datasets[n].vlen is not None:
@@ -118,13 +120,20 @@ class HDF5Dataset:
     """
 
     def __init__(
-        self, inner: _packread.HDF5Reader, name: str, info: dict[str, Any], reopen: tuple[Any, ...]
+        self,
+        inner: _packread.HDF5File,
+        name: str,
+        position: int,
+        info: dict[str, Any],
+        reopen: tuple[Any, ...],
     ) -> None:
         # The extension object, not the Python reader: no reference cycle keeps a dropped
         # reader's file open.
         self._inner = inner
         self._reopen = reopen
         self.name = name
+        #: The dataset's position among the file reader's arrays.
+        self.position = position
         self.dtype: np.dtype[Any] = info["dtype"]
         self.shape: tuple[int, ...] = info["shape"]
         self.chunks: tuple[int, ...] | None = info["chunks"]
@@ -238,14 +247,14 @@ class HDF5Reader(Closable):
         names = [datasets] if isinstance(datasets, str) else datasets
         if names is not None:
             names = list(names)
-        self._inner = _packread.HDF5Reader(
+        self._inner = _packread.HDF5File(
             source, names, num_threads, int(cache_bytes), bool(in_memory)
         )
         self._datasets = {
             k.lstrip("/"): HDF5Dataset(
-                self._inner, k.lstrip("/"), self._inner.info(k), (self._args, self._options)
+                self._inner, k.lstrip("/"), p, self._inner.info(k), (self._args, self._options)
             )
-            for k in self._inner.names()
+            for p, k in enumerate(self._inner.names())
         }
 
     @property

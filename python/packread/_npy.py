@@ -9,17 +9,8 @@ from typing import Any, Union
 import numpy as np
 
 from . import _packread
-from ._common import (
-    Closable,
-    Indices,
-    Paths,
-    PendingBatch,
-    as_indices,
-    byte_view,
-    check_num_threads,
-    expand_paths,
-    new_output,
-)
+from ._common import Paths, byte_view, check_num_threads, expand_paths
+from ._reader import ArrayReader, deprecated_sample_keys
 
 #: numpy's default limit on NPY header size (``max_header_size``).
 DEFAULT_MAX_HEADER_SIZE: int = _packread.DEFAULT_MAX_HEADER_SIZE
@@ -63,7 +54,7 @@ def load_npy(
     return flat.reshape(shape)
 
 
-class NpyReader(Closable):
+class NpyReader(ArrayReader):
     """Many ``.npy`` files of the same shape and dtype, one sample each, read as batches.
 
     ``paths`` is a list of files, a directory (its ``*.npy`` files, sorted) or a glob pattern
@@ -74,9 +65,6 @@ class NpyReader(Closable):
     >>> r.batch([3, 17, 42]).shape == (3, *r.shape)
     True
     """
-
-    #: Each file is read on its own: no sample is decoded together with another.
-    samples_per_chunk = 1
 
     def __init__(
         self,
@@ -89,65 +77,32 @@ class NpyReader(Closable):
             "max_header_size": max_header_size,
             "num_threads": check_num_threads(num_threads),
         }
-        self._inner = _packread.NpyReader(
-            expand_paths(paths, ".npy"), max_header_size, self._options["num_threads"]
-        )
-
-    def __len__(self) -> int:
-        return len(self._inner)
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """Shape of one sample."""
-        return self._inner.shape
-
-    @property
-    def dtype(self) -> np.dtype[Any]:
-        """dtype of the samples."""
-        return self._inner.dtype
+        self._paths = expand_paths(paths, ".npy")
+        self._bind(_packread.open_npy(self._paths, max_header_size, self._options["num_threads"]))
 
     @property
     def paths(self) -> list[str]:
         """The files, in sample order."""
-        return [os.fspath(p) for p in self._inner.paths]
+        return list(self._paths)
 
-    def keys(self) -> list[str]:
-        """The samples' file paths, in sample order (as ``ZipReader.keys()`` names members).
+    def names(self) -> list[str]:
+        """The samples' names: their files' paths, in sample order.
 
-        >>> NpyReader("data/train/").keys()[0]
+        >>> NpyReader("data/train/").names()[0]
         'data/train/000.npy'
         """
         return self.paths
 
-    def batch(self, idx: Indices, *, out: np.ndarray | None = None) -> np.ndarray:
-        """Samples ``idx`` stacked into one ``(len(idx),) + shape`` array, read in parallel
-        with the GIL released; into ``out`` when given (same shape and dtype, C-contiguous,
-        writeable).
+    def keys(self) -> list[str]:
+        """Deprecated: the samples' file paths (``names()``); will return the array names.
 
-        >>> r = NpyReader("data/train/")
-        >>> out = np.empty((2, *r.shape), r.dtype)
-        >>> r.batch([3, -1], out=out) is out
-        True
+        >>> import warnings
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore", DeprecationWarning)
+        ...     NpyReader("data/train/").keys()[0]
+        'data/train/000.npy'
         """
-        return self.batch_async(idx, out=out).result()
-
-    def batch_async(
-        self, idx: Indices, *, out: np.ndarray | None = None
-    ) -> PendingBatch[np.ndarray]:
-        """Like :meth:`batch`, but returns at once: arguments are checked now (the same errors
-        as ``batch``), the reads run on packread's pool; ``.result()`` gives the array.
-
-        >>> NpyReader("data/train/").batch_async(range(4)).result().shape
-        (4, 4, 8)
-        """
-        self._check_open()
-        rows = as_indices(idx, len(self), self._inner.location)
-        if out is None:
-            out = new_output(len(rows), self.shape, self.dtype)
-        return PendingBatch(self._inner.read_into(rows, out), out)
-
-    def _describe(self) -> str:
-        return str(self._inner.location)
+        return deprecated_sample_keys(self, self.paths)
 
     def __getitem__(self, i: int) -> np.ndarray:
         return self.batch([i])[0]

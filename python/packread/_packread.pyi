@@ -10,18 +10,19 @@ __all__ = [
     "DEFAULT_MAX_HEADER_SIZE",
     "DEFAULT_MAX_MEMBER_BYTES",
     "MAX_THREADS",
-    "HDF5Reader",
-    "NpyReader",
-    "NpzReader",
+    "HDF5File",
     "PendingRead",
     "RaggedResult",
-    "ZipReader",
+    "Reader",
+    "ZipArchive",
     "__version__",
     "epoch_order",
     "get_num_threads",
     "load_npy_file",
     "load_npz_buffer",
     "load_npz_file",
+    "open_npy",
+    "open_npz",
     "parse_npy_buffer",
     "set_num_threads",
 ]
@@ -48,26 +49,23 @@ def parse_npy_buffer(
 ) -> tuple[np.dtype[Any], bool, tuple[int, ...], int, bool]: ...
 
 @final
-class NpyReader:
-    def __new__(
-        cls,
-        paths: list[str | os.PathLike[str]],
-        max_header_size: int = ...,
-        num_threads: int | None = ...,
-    ) -> NpyReader: ...
+class Reader:
     def __len__(self) -> int: ...
     @property
-    def shape(self) -> tuple[int, ...]: ...
-    @property
-    def dtype(self) -> np.dtype[Any]: ...
-    @property
-    def paths(self) -> list[str]: ...
-    @property
     def location(self) -> str: ...
-    def read_into(self, idx: NDArray[np.int64], out: NDArray[Any]) -> PendingRead: ...
+    def arrays(self) -> list[tuple[str, np.dtype[Any], tuple[int, ...]]]: ...
+    def read_into(
+        self, idx: NDArray[np.int64], arrays: list[int], outs: list[NDArray[Any]]
+    ) -> PendingRead: ...
+
+def open_npy(
+    paths: list[str | os.PathLike[str]],
+    max_header_size: int = ...,
+    num_threads: int | None = ...,
+) -> Reader: ...
 
 @final
-class ZipReader:
+class ZipArchive:
     def __new__(
         cls,
         path: str | os.PathLike[str],
@@ -75,7 +73,7 @@ class ZipReader:
         max_member_bytes: int = ...,
         max_header_size: int = ...,
         num_threads: int | None = ...,
-    ) -> ZipReader: ...
+    ) -> ZipArchive: ...
     def __len__(self) -> int: ...
     @property
     def path(self) -> str: ...
@@ -85,32 +83,21 @@ class ZipReader:
     def info(self, position: int) -> tuple[str, int, int, int, int]: ...
     def read(self, position: int) -> bytes: ...
     def npy_info(self, position: int) -> tuple[np.dtype[Any], tuple[int, ...]] | None: ...
-    def read_raw_into(self, positions: NDArray[np.int64], out: NDArray[Any]) -> PendingRead: ...
-    def read_npy_into(
-        self, positions: NDArray[np.int64], out: NDArray[Any], reference: int
-    ) -> PendingRead: ...
+    def samples(
+        self,
+        positions: list[int],
+        dtype: np.dtype[Any] | None = ...,
+        shape: list[int] | None = ...,
+        reference: int | None = ...,
+    ) -> Reader: ...
 
-@final
-class NpzReader:
-    def __new__(
-        cls,
-        paths: list[str | os.PathLike[str]],
-        verify_crc: bool = ...,
-        max_member_bytes: int = ...,
-        max_header_size: int = ...,
-        num_threads: int | None = ...,
-    ) -> NpzReader: ...
-    def __len__(self) -> int: ...
-    @property
-    def paths(self) -> list[str]: ...
-    @property
-    def location(self) -> str: ...
-    def keys(self) -> list[str]: ...
-    def key_info(self, key: str) -> tuple[np.dtype[Any], tuple[int, ...]]: ...
-    def read_into(
-        self, idx: NDArray[np.int64], keys: list[str], outs: list[NDArray[Any]]
-    ) -> PendingRead: ...
-
+def open_npz(
+    paths: list[str | os.PathLike[str]],
+    verify_crc: bool = ...,
+    max_member_bytes: int = ...,
+    max_header_size: int = ...,
+    num_threads: int | None = ...,
+) -> Reader: ...
 def load_npz_file(
     path: str | os.PathLike[str],
     verify_crc: bool = ...,
@@ -125,7 +112,7 @@ def load_npz_buffer(
 ) -> dict[str, NDArray[Any] | bytes]: ...
 
 @final
-class HDF5Reader:
+class HDF5File:
     def __new__(
         cls,
         src: str | os.PathLike[str] | bytes,
@@ -133,16 +120,14 @@ class HDF5Reader:
         num_threads: int | None = ...,
         cache_bytes: int = ...,
         in_memory: bool = ...,
-    ) -> HDF5Reader: ...
+    ) -> HDF5File: ...
     def __len__(self) -> int: ...
     @property
     def path(self) -> str: ...
+    def reader(self) -> Reader: ...
     def names(self) -> list[str]: ...
     def skipped(self) -> dict[str, str]: ...
     def info(self, name: str) -> dict[str, Any]: ...
-    def read_into(
-        self, idx: NDArray[np.int64], names: list[str], outs: list[NDArray[Any]]
-    ) -> PendingRead: ...
     def attrs(self, name: str) -> list[tuple[Any, ...]]: ...
     def read_ragged(
         self, idx: NDArray[np.int64], name: str

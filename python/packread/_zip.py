@@ -22,6 +22,7 @@ from ._common import (
     new_output,
 )
 from ._npy import DEFAULT_MAX_HEADER_SIZE, BytesLike
+from ._reader import ArrayReader, deprecated_sample_keys
 from .errors import (
     InconsistentError,
     IndexOutOfRangeError,
@@ -94,7 +95,7 @@ class ZipReader(Closable):
             "max_header_size": max_header_size,
             "num_threads": check_num_threads(num_threads),
         }
-        self._inner = _packread.ZipReader(
+        self._inner = _packread.ZipArchive(
             os.fspath(path),
             verify_crc,
             max_member_bytes,
@@ -121,6 +122,9 @@ class ZipReader(Closable):
         self._dtype = None if dtype is None else np.dtype(dtype)
         self._shape = None if shape is None else tuple(int(d) for d in shape)
         self._sample: tuple[bool, np.dtype[Any], tuple[int, ...]] | None = None
+        #: Batch readers of the selection, one per way of reading it (raw as a dtype and shape,
+        #: or .npy against a reference member), made when first needed.
+        self._readers: dict[tuple[Any, ...], Any] = {}
 
     @property
     def path(self) -> str:
@@ -130,13 +134,24 @@ class ZipReader(Closable):
     def _describe(self) -> str:
         return self.path
 
-    def keys(self) -> list[str]:
-        """The selected members' names, in sample order.
+    def names(self) -> list[str]:
+        """The samples' names: the selected members' names, in sample order.
 
-        >>> ZipReader("train.zip", members="img/*.raw").keys()[:2]
+        >>> ZipReader("train.zip", members="img/*.raw").names()[:2]
         ['img/00.raw', 'img/01.raw']
         """
         return list(self._names)
+
+    def keys(self) -> list[str]:
+        """Deprecated: the selected members' names (``names()``); will return the array names.
+
+        >>> import warnings
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore", DeprecationWarning)
+        ...     ZipReader("train.zip", members="img/*.raw").keys()[:2]
+        ['img/00.raw', 'img/01.raw']
+        """
+        return deprecated_sample_keys(self, self.names())
 
     def __len__(self) -> int:
         return len(self._names)
@@ -299,13 +314,32 @@ class ZipReader(Closable):
         elif out.dtype != item:
             raise InvalidArgumentError(f"out= has dtype {out.dtype}, expected {item}")
         if is_npy:
-            read = self._inner.read_npy_into(at, out, int(at[0]))
+            key: tuple[Any, ...] = ("npy", int(at[0]) if len(at) else 0)
         else:
-            read = self._inner.read_raw_into(at, out)
-        return PendingBatch(read, out)
+            key = ("raw", item, sample)
+        reader = self._readers.get(key)
+        if reader is None:
+            selection = self._archive_positions.tolist()
+            if is_npy:
+                reader = self._inner.samples(selection, reference=key[1])
+            else:
+                reader = self._inner.samples(selection, item, list(sample))
+            self._readers[key] = reader
+        return PendingBatch(reader.read_into(ks, [0], [out]), out)
 
     def __getitem__(self, member: str | int) -> np.ndarray:
         return self.batch([member])[0]  # type: ignore[list-item]
+
+    def close(self) -> None:
+        """Releases the archive; later calls raise ``ReaderClosedError``.
+
+        >>> with ZipReader("train.zip") as z:
+        ...     first = z.read(0)
+        >>> z.closed
+        True
+        """
+        self._readers.clear()  # each holds the archive open too
+        super().close()
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_reopen_zip, (self.path, self._options))
@@ -343,7 +377,7 @@ def load_npz(
     return _packread.load_npz_buffer(byte_view(src, "NPZ"), *args)
 
 
-class NpzReader(Closable):
+class NpzReader(ArrayReader):
     """Many NPZ files with the same keys (one sample each), read as stacked batches.
 
     ``paths`` is a list of files, a directory (its ``*.npz`` files, sorted) or a glob pattern
@@ -357,8 +391,7 @@ class NpzReader(Closable):
     ((2, 3, 32, 32), (2, 32, 32))
     """
 
-    #: Each file is read on its own: no sample is decoded together with another.
-    samples_per_chunk = 1
+    _single = False
 
     def __init__(
         self,
@@ -377,24 +410,39 @@ class NpzReader(Closable):
             "max_header_size": max_header_size,
             "num_threads": check_num_threads(num_threads),
         }
-        files = expand_paths(paths, ".npz")
-        self._inner = _packread.NpzReader(
-            files, verify_crc, max_member_bytes, max_header_size, self._options["num_threads"]
+        self._paths = expand_paths(paths, ".npz")
+        self._bind(
+            _packread.open_npz(
+                self._paths,
+                verify_crc,
+                max_member_bytes,
+                max_header_size,
+                self._options["num_threads"],
+            )
         )
-        #: ``(dtype, shape)`` of one sample of every key the files hold.
-        self._info = {k: self._inner.key_info(k) for k in self._inner.keys()}
-        self._keys = list(self._info) if keys is None else self._known(self._options["keys"])
+        self._keys = self._array_keys_all() if keys is None else self._known(self._options["keys"])
+
+    def _array_keys_all(self) -> list[str]:
+        return list(self._arrays)
 
     def _known(self, keys: list[str]) -> list[str]:
-        missing = [k for k in keys if k not in self._info]
+        missing = [k for k in keys if k not in self._arrays]
         if missing:
             raise MissingKeyError(
-                f"{self.paths[0]}: no key {missing[0]!r} (keys: {list(self._info)})"
+                f"{self.paths[0]}: no key {missing[0]!r} (keys: {list(self._arrays)})"
             )
         return keys
 
-    def __len__(self) -> int:
-        return len(self._inner)
+    def _array_keys(self) -> list[str]:
+        return list(self._keys)
+
+    def names(self) -> list[str]:
+        """The samples' names: their files' paths, in sample order.
+
+        >>> NpzReader("data/npz/").names()[0]
+        'data/npz/000.npz'
+        """
+        return self.paths
 
     def keys(self) -> list[str]:
         """The keys a batch holds.
@@ -407,17 +455,17 @@ class NpzReader(Closable):
     @property
     def paths(self) -> list[str]:
         """The files, in sample order."""
-        return [os.fspath(p) for p in self._inner.paths]
+        return list(self._paths)
 
     @property
     def shape(self) -> dict[str, tuple[int, ...]]:
         """Shape of one sample of each key."""
-        return {k: self._info[k][1] for k in self._keys}
+        return {k: self._arrays[k].shape for k in self._keys}
 
     @property
     def dtype(self) -> dict[str, np.dtype[Any]]:
         """dtype of each key."""
-        return {k: self._info[k][0] for k in self._keys}
+        return {k: self._arrays[k].dtype for k in self._keys}
 
     def batch(
         self,
@@ -448,26 +496,11 @@ class NpzReader(Closable):
         >>> sorted(NpzReader("data/npz/").batch_async([0]).result())
         ['image', 'mask']
         """
-        self._check_open()
-        rows = as_indices(idx, len(self), self._inner.location)
         names = self._keys if keys is None else self._known(_key_list(keys))
         if out is not None and not isinstance(out, dict):
             raise PackreadTypeError("out= must be a dict of arrays, one per key")
-        result = dict(out) if out is not None else {}
-        unknown = set(result) - set(names)
-        if unknown:
-            raise InvalidArgumentError(
-                f"out= names keys this batch does not read: {sorted(unknown)}"
-            )
-        for name in names:
-            if name not in result:
-                dtype, shape = self._info[name]
-                result[name] = new_output(len(rows), shape, dtype)
-        read = self._inner.read_into(rows, names, [result[n] for n in names])
-        return PendingBatch(read, {n: result[n] for n in names})
-
-    def _describe(self) -> str:
-        return str(self._inner.location)
+        read, arrays = self._start(idx, names, out)
+        return PendingBatch(read, arrays)
 
     def __getitem__(self, i: int) -> dict[str, np.ndarray]:
         return {k: v[0] for k, v in self.batch([i]).items()}

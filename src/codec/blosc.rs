@@ -450,8 +450,8 @@ pub fn blosc2_compress(
 
 /// One zstd blosc2 chunk of `data` compressed with a dictionary c-blosc2 trains on its blocks
 /// and stores in the chunk (c-blosc2's `use_dict`); for tests.
-#[doc(hidden)]
-pub fn blosc2_compress_with_dict(data: &[u8], typesize: usize, level: i32) -> Vec<u8> {
+#[cfg(test)]
+fn blosc2_compress_with_dict(data: &[u8], typesize: usize, level: i32) -> Vec<u8> {
     compress_chunk(data, typesize, 1, "zstd", level, false, true)
 }
 
@@ -592,7 +592,9 @@ pub(crate) mod tests {
     /// refused (the blosc2 fuzz target's find).
     #[test]
     fn zstd_dictionaries_are_checked_before_c_blosc2_loads_them() {
-        let d: Vec<u8> = (0..200_000u32).flat_map(|i| (i % 977).to_le_bytes()).collect();
+        let d: Vec<u8> = (0..200_000u32)
+            .flat_map(|i| (i % 977).to_le_bytes())
+            .collect();
         let c = blosc2_compress_with_dict(&d, 4, 5);
         let h = BloscHeader::parse(&c).unwrap();
         assert_ne!(h.blosc2_flags & USE_DICT, 0, "c-blosc2 wrote no dictionary");

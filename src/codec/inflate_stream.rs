@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::npy_stream::{npy_stream_header, NpyExpect};
 use super::{crc32_after, CodecError, Faults, Inflater, Pipeline, Step, Wrapper};
 use crate::error::Error;
-use crate::npy_header::header_end;
+use crate::formats::npy::header::header_end;
 
 /// Reads the stored bytes at an offset from the start of the stream into the buffer.
 pub type ReadAt<'a> = &'a mut dyn FnMut(u64, &mut [u8]) -> Result<(), Error>;
@@ -195,7 +195,7 @@ fn stream_in_pieces(
 mod tests {
     use super::*;
     use crate::error::ErrorKind;
-    use crate::npy_header::Limits;
+    use crate::formats::npy::header::Limits;
 
     const FAULTS: Faults = Faults {
         corrupt: ErrorKind::BadZip,
@@ -255,8 +255,10 @@ mod tests {
 
     fn expect(n: usize) -> Arc<NpyExpect> {
         Arc::new(NpyExpect {
-            dtype: crate::dtype::DType::from_descr(crate::literal::Literal::Str("<u2".into()))
-                .unwrap(),
+            dtype: crate::dtype::DType::from_descr(crate::dtype::literal::Literal::Str(
+                "<u2".into(),
+            ))
+            .unwrap(),
             shape: vec![2, n / 2],
             limits: Limits::default(),
             keep_layout: false,

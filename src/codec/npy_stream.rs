@@ -4,7 +4,7 @@
 
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind};
-use crate::npy_header::{parse_header, Limits, NpyHeader};
+use crate::formats::npy::header::{parse_header, Limits, NpyHeader};
 
 use super::fortran_to_c;
 
@@ -20,8 +20,28 @@ pub struct NpyExpect {
 }
 
 impl NpyExpect {
+    /// Bytes of the array data.
     pub fn data_len(&self) -> usize {
         self.shape.iter().product::<usize>() * self.dtype.itemsize()
+    }
+
+    /// Checks that a member's header holds the array this expects: the one check every `.npy`
+    /// member read into a batch passes, wherever its header was read.
+    pub fn check(&self, header: &NpyHeader) -> Result<(), Error> {
+        if header.dtype != self.dtype || header.shape != self.shape {
+            return Err(Error::new(
+                ErrorKind::Inconsistent,
+                "",
+                format!(
+                    "array has dtype {} and shape {:?}, expected dtype {} and shape {:?}",
+                    header.dtype.descr(),
+                    header.shape,
+                    self.dtype.descr(),
+                    self.shape
+                ),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -52,18 +72,6 @@ pub fn npy_stream_header(
     expect: &NpyExpect,
 ) -> Result<NpyHeader, Error> {
     let header = parse_header(bytes, available, "", &expect.limits)?;
-    if header.dtype != expect.dtype || header.shape != expect.shape {
-        return Err(Error::new(
-            ErrorKind::Inconsistent,
-            "",
-            format!(
-                "array has dtype {} and shape {:?}, expected dtype {} and shape {:?}",
-                header.dtype.descr(),
-                header.shape,
-                expect.dtype.descr(),
-                expect.shape
-            ),
-        ));
-    }
+    expect.check(&header)?;
     Ok(header)
 }

@@ -10,9 +10,9 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::errors::invalid_argument;
+use crate::dtype::literal::Literal;
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind};
-use crate::literal::Literal;
 
 /// Most distinct dtypes remembered; a flood of distinct descrs only costs a rebuild.
 const DTYPE_CACHE_MAX: usize = 256;

@@ -7,13 +7,14 @@ use numpy::{PyArrayDescr, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
-use super::array::{batch_shape, numpy_dtype, output, Outputs, RawOut};
+use super::array::numpy_dtype;
 use super::errors::{invalid_argument, to_py, IntoPyResult};
 use super::pending::{submit, PendingRead};
+use super::reader::Reader;
+use crate::batch::pool::Work;
+use crate::batch::{Index, Rows};
 use crate::error::{Error, ErrorKind};
-use crate::hdf5::{AttrValue, Hdf5File, RaggedBatch, Selection, VlenKind};
-use crate::plan::resolve_indices;
-use crate::pool::Work;
+use crate::formats::hdf5::{AttrValue, Hdf5File, RaggedBatch, Selection, VlenKind};
 
 /// Where the file comes from: a path (read in place or whole into memory) or its bytes.
 enum Origin {
@@ -67,7 +68,7 @@ fn dataset_names(
 const MEMORY_NAME: &str = "<HDF5 bytes>";
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<HDF5Reader>()?;
+    m.add_class::<HDF5File>()?;
     m.add_class::<RaggedResult>()?;
     Ok(())
 }
@@ -103,18 +104,20 @@ impl RaggedResult {
     }
 }
 
-/// Datasets of one HDF5 file read as batches along their first axis. See `packread.HDF5Reader`.
+/// One HDF5 file: its datasets' metadata, attributes and variable-length reads, and
+/// (`reader`) the batch reader of its fixed-size data. See `packread.HDF5Reader`.
 #[pyclass(module = "packread._packread", frozen)]
-pub struct HDF5Reader {
+pub struct HDF5File {
     file: Arc<Hdf5File>,
     dtypes: Vec<Py<PyArrayDescr>>,
+    reader: Py<Reader>,
     threads: Option<usize>,
 }
 
 #[pymethods]
-impl HDF5Reader {
+impl HDF5File {
     #[new]
-    #[pyo3(signature = (src, datasets = None, num_threads = None, cache_bytes = crate::hdf5::DEFAULT_CACHE_BYTES, in_memory = false))]
+    #[pyo3(signature = (src, datasets = None, num_threads = None, cache_bytes = crate::formats::hdf5::DEFAULT_CACHE_BYTES, in_memory = false))]
     fn new(
         py: Python<'_>,
         src: &Bound<'_, PyAny>,
@@ -133,7 +136,7 @@ impl HDF5Reader {
                 let (name, bytes) = match origin {
                     Origin::Path(path) if in_memory => {
                         let name = path.display().to_string();
-                        let bytes = crate::source::read_whole(&path)?;
+                        let bytes = crate::batch::source::read_whole(&path)?;
                         (name, Arc::from(bytes))
                     }
                     Origin::Path(path) => {
@@ -144,14 +147,17 @@ impl HDF5Reader {
                 Hdf5File::open_memory(name, bytes, selection, cache_bytes, num_threads)
             })
             .py_err(py)?;
+        let file = Arc::new(file);
+        let reader = Py::new(py, Reader::new(py, file.clone())?)?;
         let dtypes = file
             .datasets()
             .iter()
             .map(|d| numpy_dtype(py, d.dtype()).map(Bound::unbind))
             .collect::<PyResult<_>>()?;
-        Ok(HDF5Reader {
-            file: Arc::new(file),
+        Ok(HDF5File {
+            file,
             dtypes,
+            reader,
             threads: num_threads,
         })
     }
@@ -162,7 +168,12 @@ impl HDF5Reader {
 
     #[getter]
     fn path(&self) -> String {
-        self.file.location().to_string()
+        self.file.location()
+    }
+
+    /// The batch reader of the file's datasets (one array each, in file order).
+    fn reader(&self, py: Python<'_>) -> Py<Reader> {
+        self.reader.clone_ref(py)
     }
 
     /// Dataset paths, in file order.
@@ -286,7 +297,7 @@ impl HDF5Reader {
                 format!("{name} is not variable-length data"),
             ));
         }
-        resolve_indices(&idx, self.file.len(), self.file.location()).py_err(py)?;
+        let rows = Rows::resolve(&idx, self.file.len(), &self.file.location()).py_err(py)?;
         let slot: Arc<Mutex<Option<RaggedBatch>>> = Arc::default();
         let (file, theirs) = (self.file.clone(), slot.clone());
         // The sequences' sizes are only known from the file: always on the pool.
@@ -295,55 +306,10 @@ impl HDF5Reader {
             bytes: u64::MAX,
         };
         let read = submit(py, self.threads, work, Vec::new(), move || {
-            let batch = file.read_ragged(&idx, w)?;
+            let batch = file.read_ragged(&rows, w)?;
             *theirs.lock().unwrap_or_else(|e| e.into_inner()) = Some(batch);
             Ok(())
         });
         Ok((read, RaggedResult { slot }))
-    }
-
-    /// Starts reading samples `idx` of datasets `names` into `outs` (one array each); names,
-    /// indices and outputs are checked now, the read runs on the pool.
-    fn read_into(
-        &self,
-        py: Python<'_>,
-        idx: PyReadonlyArray1<'_, i64>,
-        names: Vec<String>,
-        outs: Vec<Bound<'_, PyAny>>,
-    ) -> PyResult<PendingRead> {
-        let idx = idx.as_slice()?.to_vec();
-        if names.len() != outs.len() {
-            return Err(invalid_argument(
-                py,
-                "one output array per dataset is needed",
-            ));
-        }
-        let which = names
-            .iter()
-            .map(|n| self.file.position(n))
-            .collect::<Result<Vec<_>, _>>()
-            .py_err(py)?;
-        resolve_indices(&idx, self.file.len(), self.file.location()).py_err(py)?;
-        let raws = which
-            .iter()
-            .zip(&outs)
-            .map(|(&w, out)| {
-                let ds = &self.file.datasets()[w];
-                output(
-                    out,
-                    &batch_shape(idx.len(), ds.sample_shape()),
-                    self.dtypes[w].bind(py),
-                )
-            })
-            .collect::<PyResult<Vec<RawOut>>>()?;
-        let outputs = Outputs::disjoint(raws).py_err(py)?;
-        let file = self.file.clone();
-        let keep = outs.into_iter().map(Bound::unbind).collect();
-        let work = self.file.work(idx.len(), &which);
-        Ok(submit(py, self.threads, work, keep, move || {
-            // SAFETY: `keep` holds the output arrays until the job ends.
-            let mut slices = unsafe { outputs.into_slices() };
-            file.read_batch(&idx, &which, &mut slices)
-        }))
     }
 }

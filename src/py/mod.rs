@@ -7,6 +7,7 @@ mod hdf5;
 mod npy;
 mod order;
 mod pending;
+mod reader;
 mod zip;
 
 use pyo3::prelude::*;
@@ -17,20 +18,24 @@ fn _packread(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Every default is defined once, in the core; the Python package re-exports these.
     m.add(
         "DEFAULT_MAX_HEADER_SIZE",
-        crate::npy::DEFAULT_MAX_HEADER_BYTES,
+        crate::formats::npy::DEFAULT_MAX_HEADER_BYTES,
     )?;
     m.add(
         "DEFAULT_MAX_MEMBER_BYTES",
-        crate::zip::DEFAULT_MAX_MEMBER_BYTES,
+        crate::formats::zip::DEFAULT_MAX_MEMBER_BYTES,
     )?;
-    m.add("DEFAULT_CACHE_BYTES", crate::hdf5::DEFAULT_CACHE_BYTES)?;
-    m.add("MAX_THREADS", crate::pool::MAX_THREADS)?;
+    m.add(
+        "DEFAULT_CACHE_BYTES",
+        crate::formats::hdf5::DEFAULT_CACHE_BYTES,
+    )?;
+    m.add("MAX_THREADS", crate::batch::pool::MAX_THREADS)?;
     m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
     npy::register(m)?;
     zip::register(m)?;
     hdf5::register(m)?;
     pending::register(m)?;
+    reader::register(m)?;
     order::register(m)?;
     Ok(())
 }
@@ -43,7 +48,7 @@ fn _packread(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// >>> packread.set_num_threads(0)
 #[pyfunction]
 fn set_num_threads(n: usize) {
-    crate::pool::set_num_threads(n);
+    crate::batch::pool::set_num_threads(n);
 }
 
 /// The number of threads packread reads with.
@@ -52,5 +57,5 @@ fn set_num_threads(n: usize) {
 /// True
 #[pyfunction]
 fn get_num_threads() -> usize {
-    crate::pool::num_threads()
+    crate::batch::pool::num_threads()
 }

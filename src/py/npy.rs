@@ -1,23 +1,21 @@
-//! Bindings for NPY: `load_npy_file`, `parse_npy_buffer` and `NpyReader`.
+//! Bindings for NPY: `load_npy_file`, `parse_npy_buffer` and `open_npy`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use numpy::{PyArrayDescr, PyArrayDescrMethods, PyReadonlyArray1};
+use numpy::{PyArrayDescrMethods, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use super::array::{batch_shape, empty, fresh_bytes, numpy_dtype, output, Outputs};
+use super::array::{empty, fresh_bytes, numpy_dtype, Outputs};
 use super::errors::IntoPyResult;
-use super::pending::{submit, PendingRead};
-use crate::npy::{self, Limits, NpySet};
-use crate::plan::resolve_indices;
-use crate::pool;
+use super::reader::Reader;
+use crate::formats::npy::{self, Limits, NpyIndex};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load_npy_file, m)?)?;
     m.add_function(wrap_pyfunction!(parse_npy_buffer, m)?)?;
-    m.add_class::<NpyReader>()?;
+    m.add_function(wrap_pyfunction!(open_npy, m)?)?;
     Ok(())
 }
 
@@ -78,86 +76,19 @@ fn parse_npy_buffer<'py>(
         .into_pyobject(py)
 }
 
-/// Many same-shape `.npy` files read as one stacked batch. See `packread.NpyReader`.
-#[pyclass(module = "packread._packread", frozen)]
-pub struct NpyReader {
-    set: Arc<NpySet>,
-    dtype: Py<PyArrayDescr>,
-    threads: Option<usize>,
-}
-
-#[pymethods]
-impl NpyReader {
-    #[new]
-    #[pyo3(signature = (paths, max_header_size = npy::DEFAULT_MAX_HEADER_BYTES, num_threads = None))]
-    fn new(
-        py: Python<'_>,
-        paths: Vec<PathBuf>,
-        max_header_size: usize,
-        num_threads: Option<usize>,
-    ) -> PyResult<Self> {
-        let limits = limits(max_header_size);
-        let set = py
-            .detach(|| pool::install_with(num_threads, || NpySet::open(paths, &limits)))
-            .py_err(py)?;
-        let dtype = numpy_dtype(py, set.dtype())?.unbind();
-        Ok(NpyReader {
-            set: Arc::new(set),
-            dtype,
-            threads: num_threads,
-        })
-    }
-
-    fn __len__(&self) -> usize {
-        self.set.len()
-    }
-
-    /// Shape of one sample.
-    #[getter]
-    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, self.set.sample_shape())
-    }
-
-    #[getter]
-    fn dtype<'py>(&self, py: Python<'py>) -> Bound<'py, PyArrayDescr> {
-        self.dtype.bind(py).clone()
-    }
-
-    #[getter]
-    fn paths(&self) -> Vec<PathBuf> {
-        self.set.paths().to_vec()
-    }
-
-    /// How errors name this reader: its first file, and how many more.
-    #[getter]
-    fn location(&self) -> String {
-        self.set.location()
-    }
-
-    /// Starts reading samples `idx` into `out`, an array of shape `(len(idx),) + shape`;
-    /// indices and `out` are checked now, the read runs on the pool.
-    fn read_into(
-        &self,
-        py: Python<'_>,
-        idx: PyReadonlyArray1<'_, i64>,
-        out: &Bound<'_, PyAny>,
-    ) -> PyResult<PendingRead> {
-        let idx: Vec<i64> = idx.as_array().to_vec();
-        resolve_indices(&idx, self.set.len(), &self.set.location()).py_err(py)?;
-        let shape = batch_shape(idx.len(), self.set.sample_shape());
-        let raw = Outputs::one(output(out, &shape, self.dtype.bind(py))?);
-        let set = self.set.clone();
-        let work = set.work(idx.len());
-        Ok(submit(
-            py,
-            self.threads,
-            work,
-            vec![out.clone().unbind()],
-            move || {
-                // SAFETY: the job holds `out` until it ends.
-                let out = unsafe { raw.into_slice() };
-                set.read_batch(&idx, out)
-            },
-        ))
-    }
+/// Many same-shape `.npy` files (one sample each) as a batch reader; headers are read (in
+/// parallel) and checked here.
+#[pyfunction]
+#[pyo3(signature = (paths, max_header_size = npy::DEFAULT_MAX_HEADER_BYTES, num_threads = None))]
+fn open_npy(
+    py: Python<'_>,
+    paths: Vec<PathBuf>,
+    max_header_size: usize,
+    num_threads: Option<usize>,
+) -> PyResult<Reader> {
+    let limits = limits(max_header_size);
+    let index = py
+        .detach(|| NpyIndex::open(paths, &limits, num_threads))
+        .py_err(py)?;
+    Reader::new(py, Arc::new(index))
 }

@@ -9,9 +9,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyAny;
 
 use super::errors::to_py;
+use crate::batch::pending::{self, Pending, Wait};
+use crate::batch::pool::{self, Work};
 use crate::error::{Error, ErrorKind, Result};
-use crate::pending::{self, Pending, Wait};
-use crate::pool::{self, Work};
 
 /// How often a wait comes back for the GIL to let Ctrl-C (and other signals) through.
 const SIGNAL_SLICE: Duration = Duration::from_millis(100);

@@ -7,21 +7,22 @@ use numpy::{PyArrayDescr, PyArrayDescrMethods, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-use super::array::{batch_shape, empty, fresh_bytes, numpy_dtype, output, Outputs, RawOut};
-use super::errors::{invalid_argument, to_py, IntoPyResult};
-use super::pending::{submit, PendingRead};
-use crate::codec::NpyExpect;
-use crate::error::{Error, ErrorKind};
-use crate::npy::Limits;
-use crate::npz::{self, Content, NpzSet};
-use crate::plan::resolve_indices;
-use crate::pool::{self, Work};
-use crate::source::{SharedFile, Source};
-use crate::zip::{ZipIndex, ZipLimits};
+use super::array::{empty, fresh_bytes, numpy_dtype, Outputs, RawOut};
+use super::errors::{invalid_argument, IntoPyResult};
+use super::reader::Reader;
+use crate::batch::pool;
+use crate::batch::source::{SharedFile, Source};
+use crate::batch::tiling::resolve_indices;
+use crate::dtype::literal::Literal;
+use crate::dtype::DType;
+use crate::error::Error;
+use crate::formats::npy::Limits;
+use crate::formats::npz::{self, Content, NpzIndex};
+use crate::formats::zip::{SamplePayload, ZipIndex, ZipLimits, ZipSamples};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<ZipReader>()?;
-    m.add_class::<NpzReader>()?;
+    m.add_class::<ZipArchive>()?;
+    m.add_function(wrap_pyfunction!(open_npz, m)?)?;
     m.add_function(wrap_pyfunction!(load_npz_file, m)?)?;
     m.add_function(wrap_pyfunction!(load_npz_buffer, m)?)?;
     Ok(())
@@ -46,17 +47,18 @@ fn check_positions<S: Source>(
     resolve_indices(positions, index.len(), index.location()).py_err(py)
 }
 
-/// Members of one ZIP archive read by name or position. See `packread.ZipReader`.
+/// One ZIP archive: its members by name or position, read whole or as samples
+/// (`samples`). See `packread.ZipReader`.
 #[pyclass(module = "packread._packread", frozen)]
-pub struct ZipReader {
+pub struct ZipArchive {
     index: Arc<ZipIndex<SharedFile>>,
     threads: Option<usize>,
 }
 
 #[pymethods]
-impl ZipReader {
+impl ZipArchive {
     #[new]
-    #[pyo3(signature = (path, verify_crc = true, max_member_bytes = crate::zip::DEFAULT_MAX_MEMBER_BYTES, max_header_size = crate::npy::DEFAULT_MAX_HEADER_BYTES, num_threads = None))]
+    #[pyo3(signature = (path, verify_crc = true, max_member_bytes = crate::formats::zip::DEFAULT_MAX_MEMBER_BYTES, max_header_size = crate::formats::npy::DEFAULT_MAX_HEADER_BYTES, num_threads = None))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
@@ -67,7 +69,7 @@ impl ZipReader {
     ) -> PyResult<Self> {
         let limits = limits(verify_crc, max_member_bytes, max_header_size);
         let index = py.detach(|| ZipIndex::open(path, limits)).py_err(py)?;
-        Ok(ZipReader {
+        Ok(ZipArchive {
             index: Arc::new(index),
             threads: num_threads,
         })
@@ -89,7 +91,11 @@ impl ZipReader {
 
     /// Positions of `names`; a missing name is a `KeyError`.
     fn positions(&self, py: Python<'_>, names: Vec<String>) -> PyResult<Vec<usize>> {
-        self.index.positions(&names).py_err(py)
+        names
+            .iter()
+            .map(|n| self.index.position(n))
+            .collect::<crate::error::Result<Vec<_>>>()
+            .py_err(py)
     }
 
     /// Raises the error reading the member at `position` would raise before any data is read
@@ -124,8 +130,7 @@ impl ZipReader {
             .map_err(|_| invalid_argument(py, "member too large for this platform"))?;
         let threads = self.threads;
         PyBytes::new_with(py, size, |buf| {
-            py.detach(|| pool::install_with(threads, || index.read_into(i, buf)))
-                .py_err(py)
+            py.detach(|| index.read_into(i, buf, threads)).py_err(py)
         })
     }
 
@@ -147,214 +152,68 @@ impl ZipReader {
         )))
     }
 
-    /// Starts reading raw members into `out`, whose shape is `(len(positions),) + sample
-    /// shape`; positions and `out` are checked now, the read runs on the pool.
-    fn read_raw_into(
+    /// The members at `positions` (in sample order) as a batch reader of one array: raw
+    /// bytes viewed as `dtype` in `shape`, or, with `reference` (a position), `.npy` arrays
+    /// that must agree with that member's header.
+    #[pyo3(signature = (positions, dtype = None, shape = None, reference = None))]
+    fn samples(
         &self,
         py: Python<'_>,
-        positions: PyReadonlyArray1<'_, i64>,
-        out: &Bound<'_, PyAny>,
-    ) -> PyResult<PendingRead> {
-        let positions = check_positions(py, positions.as_slice()?, &self.index)?;
-        let arr = out
-            .cast::<numpy::PyUntypedArray>()
-            .map_err(|_| invalid_argument(py, "out= must be a numpy.ndarray"))?;
-        let dtype = numpy::PyUntypedArrayMethods::dtype(arr);
-        let shape = numpy::PyUntypedArrayMethods::shape(arr).to_vec();
-        if shape.first() != Some(&positions.len()) {
-            return Err(invalid_argument(
-                py,
-                format!(
-                    "out= has shape {shape:?}, expected {} rows",
-                    positions.len()
-                ),
-            ));
-        }
-        let raw = Outputs::one(output(out, &shape, &dtype)?);
-        let sample_bytes = shape[1..].iter().product::<usize>() * dtype.itemsize();
-        let index = self.index.clone();
-        let work = Work {
-            units: positions.len(),
-            bytes: (positions.len() as u64).saturating_mul(sample_bytes as u64),
+        positions: Vec<i64>,
+        dtype: Option<Bound<'_, PyArrayDescr>>,
+        shape: Option<Vec<usize>>,
+        reference: Option<i64>,
+    ) -> PyResult<Reader> {
+        let members = check_positions(py, &positions, &self.index)?;
+        let (payload, numpy) = match (reference, dtype, shape) {
+            (Some(r), _, _) => {
+                let reference = check_positions(py, &[r], &self.index)?[0];
+                (SamplePayload::Npy { reference }, None)
+            }
+            (None, Some(dtype), Some(shape)) => {
+                // The core needs the item size only (raw bytes are viewed, never converted):
+                // numpy's type string gives it for any dtype; the reader keeps the dtype given.
+                let typestr: String = dtype.getattr("str")?.extract()?;
+                let core = DType::from_descr(Literal::Str(typestr))
+                    .map_err(|e| invalid_argument(py, format!("dtype {dtype}: {e:?}")))?;
+                (SamplePayload::Raw { dtype: core, shape }, Some(dtype))
+            }
+            _ => return Err(invalid_argument(py, "raw members need a dtype and a shape")),
         };
-        Ok(submit(
-            py,
-            self.threads,
-            work,
-            vec![out.clone().unbind()],
-            move || {
-                // SAFETY: the job holds `out` until it ends.
-                index.read_raw_batch(&positions, sample_bytes, unsafe { raw.into_slice() })
-            },
-        ))
-    }
-
-    /// Starts reading `.npy` members into `out`; every member's header must agree with the
-    /// header of the member at `reference` (the reader's sample type).
-    fn read_npy_into(
-        &self,
-        py: Python<'_>,
-        positions: PyReadonlyArray1<'_, i64>,
-        out: &Bound<'_, PyAny>,
-        reference: i64,
-    ) -> PyResult<PendingRead> {
-        let positions = check_positions(py, positions.as_slice()?, &self.index)?;
-        let reference = check_positions(py, &[reference], &self.index)?[0];
         let index = self.index.clone();
-        let header = py
-            .detach(|| index.npy_header(reference))
-            .py_err(py)?
-            .ok_or_else(|| {
-                to_py(
-                    py,
-                    Error::new(
-                        ErrorKind::NpyFormat,
-                        format!("{}:{}", index.location(), index.members()[reference].name()),
-                        "member is not an NPY array",
-                    ),
-                )
-            })?;
-        let dtype = numpy_dtype(py, &header.dtype)?;
-        let raw = Outputs::one(output(
-            out,
-            &batch_shape(positions.len(), &header.shape),
-            &dtype,
-        )?);
-        let expect = Arc::new(NpyExpect {
-            dtype: header.dtype,
-            shape: header.shape,
-            limits: index.limits().npy,
-            keep_layout: false,
-        });
-        let work = Work {
-            units: positions.len(),
-            bytes: (positions.len() as u64).saturating_mul(expect.data_len() as u64),
-        };
-        Ok(submit(
-            py,
-            self.threads,
-            work,
-            vec![out.clone().unbind()],
-            move || {
-                // SAFETY: the job holds `out` until it ends.
-                index.read_npy_batch(&positions, &expect, unsafe { raw.into_slice() })
-            },
-        ))
-    }
-}
-
-/// Many NPZ files with the same keys, one sample each. See `packread.NpzReader`.
-#[pyclass(module = "packread._packread", frozen)]
-pub struct NpzReader {
-    set: Arc<NpzSet>,
-    dtypes: Vec<Py<PyArrayDescr>>,
-    threads: Option<usize>,
-}
-
-#[pymethods]
-impl NpzReader {
-    #[new]
-    #[pyo3(signature = (paths, verify_crc = true, max_member_bytes = crate::zip::DEFAULT_MAX_MEMBER_BYTES, max_header_size = crate::npy::DEFAULT_MAX_HEADER_BYTES, num_threads = None))]
-    fn new(
-        py: Python<'_>,
-        paths: Vec<PathBuf>,
-        verify_crc: bool,
-        max_member_bytes: u64,
-        max_header_size: usize,
-        num_threads: Option<usize>,
-    ) -> PyResult<Self> {
-        let limits = limits(verify_crc, max_member_bytes, max_header_size);
-        let set = py.detach(|| NpzSet::open(paths, limits)).py_err(py)?;
-        let dtypes = set
-            .keys()
-            .iter()
-            .map(|k| numpy_dtype(py, &k.expect.dtype).map(Bound::unbind))
-            .collect::<PyResult<_>>()?;
-        Ok(NpzReader {
-            set: Arc::new(set),
-            dtypes,
-            threads: num_threads,
-        })
-    }
-
-    fn __len__(&self) -> usize {
-        self.set.len()
-    }
-
-    #[getter]
-    fn paths(&self) -> Vec<PathBuf> {
-        self.set.paths().to_vec()
-    }
-
-    /// How errors name this reader: its first file, and how many more.
-    #[getter]
-    fn location(&self) -> String {
-        self.set.location()
-    }
-
-    /// Keys in the first file's member order.
-    fn keys(&self) -> Vec<String> {
-        self.set.keys().iter().map(|k| k.name.clone()).collect()
-    }
-
-    /// `(dtype, shape)` of one sample of `key`.
-    fn key_info<'py>(
-        &self,
-        py: Python<'py>,
-        key: &str,
-    ) -> PyResult<(Bound<'py, PyArrayDescr>, Bound<'py, PyTuple>)> {
-        let k = self.set.key_position(key).py_err(py)?;
-        Ok((
-            self.dtypes[k].bind(py).clone(),
-            PyTuple::new(py, &self.set.keys()[k].expect.shape)?,
-        ))
-    }
-
-    /// Starts reading samples `idx` of `keys` into `outs` (one array per key); keys, indices
-    /// and outputs are checked now, the read runs on the pool.
-    fn read_into(
-        &self,
-        py: Python<'_>,
-        idx: PyReadonlyArray1<'_, i64>,
-        keys: Vec<String>,
-        outs: Vec<Bound<'_, PyAny>>,
-    ) -> PyResult<PendingRead> {
-        let idx = idx.as_slice()?.to_vec();
-        if keys.len() != outs.len() {
-            return Err(invalid_argument(py, "one output array per key is needed"));
-        }
-        let positions = keys
-            .iter()
-            .map(|k| self.set.key_position(k))
-            .collect::<Result<Vec<_>, _>>()
+        let threads = self.threads;
+        let samples = py
+            .detach(|| ZipSamples::new(index, members, payload, threads))
             .py_err(py)?;
-        resolve_indices(&idx, self.set.len(), &self.set.location()).py_err(py)?;
-        let raws = positions
-            .iter()
-            .zip(&outs)
-            .map(|(&k, out)| {
-                output(
-                    out,
-                    &batch_shape(idx.len(), &self.set.keys()[k].expect.shape),
-                    self.dtypes[k].bind(py),
-                )
-            })
-            .collect::<PyResult<Vec<RawOut>>>()?;
-        let outputs = Outputs::disjoint(raws).py_err(py)?;
-        let set = self.set.clone();
-        let keep = outs.into_iter().map(Bound::unbind).collect();
-        let work = self.set.work(idx.len(), &positions);
-        Ok(submit(py, self.threads, work, keep, move || {
-            // SAFETY: `keep` holds the output arrays until the job ends.
-            let mut slices = unsafe { outputs.into_slices() };
-            set.read_batch(&idx, &positions, &mut slices)
-        }))
+        match numpy {
+            Some(dtype) => Reader::with_dtypes(Arc::new(samples), vec![dtype.unbind()]),
+            None => Reader::new(py, Arc::new(samples)),
+        }
     }
+}
+
+/// Many NPZ files with the same keys (one sample each) as a batch reader of one array per
+/// key; the first file's directory and headers are read here.
+#[pyfunction]
+#[pyo3(signature = (paths, verify_crc = true, max_member_bytes = crate::formats::zip::DEFAULT_MAX_MEMBER_BYTES, max_header_size = crate::formats::npy::DEFAULT_MAX_HEADER_BYTES, num_threads = None))]
+fn open_npz(
+    py: Python<'_>,
+    paths: Vec<PathBuf>,
+    verify_crc: bool,
+    max_member_bytes: u64,
+    max_header_size: usize,
+    num_threads: Option<usize>,
+) -> PyResult<Reader> {
+    let limits = limits(verify_crc, max_member_bytes, max_header_size);
+    let index = py
+        .detach(|| NpzIndex::open(paths, limits, num_threads))
+        .py_err(py)?;
+    Reader::new(py, Arc::new(index))
 }
 
 /// Loads a whole NPZ file: `dict[key, ndarray | bytes]`, as `dict(numpy.load(path))`.
 #[pyfunction]
-#[pyo3(signature = (path, verify_crc = true, max_member_bytes = crate::zip::DEFAULT_MAX_MEMBER_BYTES, max_header_size = crate::npy::DEFAULT_MAX_HEADER_BYTES))]
+#[pyo3(signature = (path, verify_crc = true, max_member_bytes = crate::formats::zip::DEFAULT_MAX_MEMBER_BYTES, max_header_size = crate::formats::npy::DEFAULT_MAX_HEADER_BYTES))]
 fn load_npz_file<'py>(
     py: Python<'py>,
     path: PathBuf,
@@ -378,7 +237,7 @@ fn load_npz_file<'py>(
 /// (`numpy.frombuffer`: zero-copy and contiguous). Stored, aligned arrays are zero-copy,
 /// read-only views of it; compressed ones are inflated in parallel.
 #[pyfunction]
-#[pyo3(signature = (buffer, verify_crc = true, max_member_bytes = crate::zip::DEFAULT_MAX_MEMBER_BYTES, max_header_size = crate::npy::DEFAULT_MAX_HEADER_BYTES))]
+#[pyo3(signature = (buffer, verify_crc = true, max_member_bytes = crate::formats::zip::DEFAULT_MAX_MEMBER_BYTES, max_header_size = crate::formats::npy::DEFAULT_MAX_HEADER_BYTES))]
 fn load_npz_buffer<'py>(
     py: Python<'py>,
     buffer: PyReadonlyArray1<'py, u8>,
@@ -452,7 +311,7 @@ fn load_contents<'py, S: Source>(
                 let size = usize::try_from(index.members()[*member].size())
                     .map_err(|_| invalid_argument(py, "member too large for this platform"))?;
                 let data = PyBytes::new_with(py, size, |buf| {
-                    py.detach(|| index.read_into(*member, buf)).py_err(py)
+                    py.detach(|| index.read_into(*member, buf, None)).py_err(py)
                 })?;
                 slots.push((key.clone(), None, Some(data.into_any())));
             }

@@ -1,9 +1,9 @@
 //! An independent model of chunked storage, used by the planner's property test
 //! (tests/plan.rs) and fuzz target (fuzz/fuzz_targets/planner.rs): it fills every chunk with
-//! each element's global index, applies the pieces [`packread::plan::Tiling::reads`] plans,
+//! each element's global index, applies the pieces [`packread::batch::tiling::Tiling::reads`] plans,
 //! and checks that every output byte is written exactly once and holds the right element.
 
-use packread::plan::Tiling;
+use packread::batch::tiling::Tiling;
 
 /// Element `index` as `itemsize` bytes (little-endian, truncated or zero-padded).
 fn element(index: u64, itemsize: usize) -> impl Iterator<Item = u8> {

@@ -334,7 +334,7 @@ class LoopDataset:
             self.keys = list(reader.keys())  # type: ignore[attr-defined]
             self._single = not isinstance(reader.shape, dict)
         elif kind == "zip":
-            self.keys = list(reader.keys())  # type: ignore[attr-defined]
+            self.keys = list(reader.names())  # type: ignore[attr-defined]
             self._dtype, self._shape = reader.dtype, reader.shape
         elif kind == "npz":
             self.keys = list(reader.keys())  # type: ignore[attr-defined]

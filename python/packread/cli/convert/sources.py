@@ -179,7 +179,7 @@ class _ZipSource(_Source):
         self.path = path
         self.copies = []
         if members is None:
-            names = ZipReader(path).keys()
+            names = ZipReader(path).names()
             members = "*.npy" if any(n.endswith(".npy") for n in names) else None
         self.reader = ZipReader(path, members=members, dtype=dtype, shape=shape)
         self.n = len(self.reader)

@@ -16,7 +16,7 @@ from .thresholds import INFLATE_BYTES_PER_S, LISTED_MEMBERS, NEGLIGIBLE_BYTES, W
 
 def _inspect_zip(path: str, npz: bool) -> Report:
     z = ZipReader(path)
-    names = z.keys()
+    names = z.names()
     infos = [z.info(i) for i in range(len(names))]
     items: list[Item] = []
     if npz or len(names) <= LISTED_MEMBERS:
@@ -78,7 +78,7 @@ def _pattern(name: str) -> str:
 
 def _npy_type(z: ZipReader, position: int, item: Item, whole: bool) -> None:
     """Fills dtype and shapes from a ``.npy`` member's header."""
-    if not z.keys()[position].endswith(".npy"):
+    if not z.names()[position].endswith(".npy"):
         return
     try:
         info = z._inner.npy_info(int(z._archive_positions[position]))

@@ -107,7 +107,7 @@ def _npz_folder(
     stored: dict[str, int] = dict.fromkeys(r.keys(), 0)
     for file in sampled:
         z = ZipReader(file)
-        for k, name in enumerate(z.keys()):
+        for k, name in enumerate(z.names()):
             key = name[:-4] if name.endswith(".npy") else name
             if key in methods:
                 info = z.info(k)

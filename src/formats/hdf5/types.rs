@@ -15,7 +15,7 @@ use hdf5_sys::h5t::{
     H5Tis_variable_str,
 };
 
-use crate::literal::Literal;
+use crate::dtype::literal::Literal;
 
 /// Deepest nesting of compound and array types followed.
 const MAX_DEPTH: usize = 8;

@@ -24,9 +24,9 @@ use hdf5_sys::h5z::H5Zfilter_avail;
 
 use super::attrs::{attributes, AttrValue};
 use super::types::{descr_of, Conventions};
+use crate::dtype::literal::Literal;
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::literal::Literal;
 
 /// One filter of a dataset's pipeline, in the order it was applied when writing.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,9 +3,9 @@
 //! checked before anything is allocated. Below both the codecs (an `.npy` member's stream is
 //! checked against it) and the NPY indexer, and needs neither.
 
+use crate::dtype::literal::{self, Literal};
 use crate::dtype::{DType, DescrError};
 use crate::error::{Error, ErrorKind, Result};
-use crate::literal::{self, Literal};
 
 pub const MAGIC: &[u8; 6] = b"\x93NUMPY";
 /// numpy's own default for `max_header_size`.

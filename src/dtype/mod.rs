@@ -2,7 +2,9 @@
 //! string such as `'<f4'` or `'|S10'`, or a list of `(name, descr[, shape])` fields. The core
 //! only needs the item size; the binding turns the same description into a `numpy.dtype`.
 
-use crate::literal::Literal;
+pub mod literal;
+
+use crate::dtype::literal::Literal;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DType {
@@ -161,7 +163,7 @@ fn typestr_itemsize(s: &str) -> Result<usize, DescrError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::literal::parse;
+    use crate::dtype::literal::parse;
 
     fn size(descr: &str) -> Result<usize, DescrError> {
         DType::from_descr(parse(descr).unwrap()).map(|d| d.itemsize())

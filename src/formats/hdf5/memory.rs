@@ -17,8 +17,8 @@ use hdf5_sys::h5p::{
     H5Pclose, H5Pcreate, H5Pset_fapl_core, H5Pset_file_image, H5Pset_file_image_callbacks,
 };
 
+use crate::batch::source::Source;
 use crate::error::{Error, ErrorKind, Result};
-use crate::source::Source;
 
 /// A whole file's bytes, shared by libhdf5 (as its image) and the batch reads.
 pub struct MemoryFile {

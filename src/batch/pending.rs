@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::batch::pool;
 use crate::error::{Error, ErrorKind, Result};
-use crate::pool;
 
 /// What waiting on a [`Pending`] gave.
 #[derive(Debug)]

@@ -30,10 +30,10 @@ use rayon::prelude::*;
 
 use super::meta::Vlen;
 use super::{h5err, with_library, Hdf5Dataset, Hdf5File};
+use crate::batch::pool;
+use crate::batch::source::Source;
+use crate::batch::Rows;
 use crate::error::Result;
-use crate::plan::resolve_indices;
-use crate::pool;
-use crate::source::Source;
 
 /// The largest global heap collection read (libhdf5 makes them 4 KiB, or one object's size).
 const MAX_COLLECTION: u64 = 1 << 31;
@@ -202,11 +202,11 @@ fn owned(
 impl Hdf5File {
     /// Samples `idx` of the variable-length dataset `w`: natively (heap IDs decoded like any
     /// chunk, sequences read in parallel) where the dataset's storage allows, else by libhdf5.
-    pub fn read_ragged(&self, idx: &[i64], w: usize) -> Result<RaggedBatch> {
+    pub fn read_ragged(&self, rows: &Rows, w: usize) -> Result<RaggedBatch> {
         if self.datasets[w].reads_through_library() {
-            return self.read_ragged_with_library(idx, w);
+            return self.read_ragged_with_library(rows, w);
         }
-        let plan = self.plan_ragged(idx, w)?;
+        let plan = self.plan_ragged(rows, w)?;
         let nbytes = usize::try_from(plan.total())
             .ok()
             .and_then(|n| n.checked_mul(plan.elem_bytes))
@@ -232,9 +232,9 @@ impl Hdf5File {
 
     /// libhdf5 reads each sequence (a variable-length string as its bytes), in the stored byte
     /// order, under its lock; its memory for each is reclaimed at once.
-    fn read_ragged_with_library(&self, idx: &[i64], w: usize) -> Result<RaggedBatch> {
+    fn read_ragged_with_library(&self, rows: &Rows, w: usize) -> Result<RaggedBatch> {
         let (ds, at, v) = self.vlen_dataset(w)?;
-        let rows = resolve_indices(idx, self.samples, &self.location)?;
+        let rows = rows.as_slice();
         let elem_bytes = v.base.itemsize() * v.elem_shape.iter().product::<usize>();
         let (bytes, offsets) = with_library(&at, || -> Result<(Vec<u8>, Vec<u64>)> {
             let h5ds = self
@@ -279,7 +279,7 @@ impl Hdf5File {
                 let mut bytes = Vec::new();
                 let mut offsets = Vec::with_capacity(rows.len() + 1);
                 offsets.push(0u64);
-                for &i in &rows {
+                for &i in rows {
                     let start = [i as u64];
                     if H5Sselect_hyperslab(
                         fspace.0,
@@ -382,7 +382,7 @@ impl Hdf5File {
 
     /// Phase one of a ragged read of dataset `w`: the heap IDs of samples `idx` (decoded like
     /// any chunk), the collections they point into, and where each sequence lands.
-    pub fn plan_ragged(&self, idx: &[i64], w: usize) -> Result<RaggedPlan> {
+    pub fn plan_ragged(&self, rows: &Rows, w: usize) -> Result<RaggedPlan> {
         let (ds, at, v) = self.vlen_dataset(w)?;
         if ds.reads_through_library() {
             return Err(h5err(
@@ -390,9 +390,8 @@ impl Hdf5File {
                 "variable-length data that libhdf5 reads has no heap IDs to plan",
             ));
         }
-        let rows = resolve_indices(idx, self.samples, &self.location)?;
         let mut ids = vec![0u8; rows.len() * ds.sample_bytes];
-        self.read_batch(idx, &[w], &mut [&mut ids])?;
+        crate::batch::read_batch(self, rows, &[w], &mut [&mut ids])?;
         let sa = v.sizeof_addr;
         let elem_bytes = v.base.itemsize() * v.elem_shape.iter().product::<usize>();
         let heap_ids: Vec<HeapId> = ids
@@ -431,7 +430,11 @@ impl Hdf5File {
             if h.len > 0 {
                 let bad = |m: String| {
                     h5err(
-                        &format!("{at} (sample {}, global heap at byte {})", rows[k], h.addr),
+                        &format!(
+                            "{at} (sample {}, global heap at byte {})",
+                            rows.as_slice()[k],
+                            h.addr
+                        ),
                         m,
                     )
                 };
@@ -462,7 +465,7 @@ impl Hdf5File {
     /// Phase two: reads the planned sequences into `out` (`plan.total()` elements), one
     /// `pread` each, in parallel.
     pub fn fill_ragged(&self, plan: &RaggedPlan, out: &mut [u8]) -> Result<()> {
-        crate::plan::check_out_len(out.len(), plan.total() as usize, plan.elem_bytes)?;
+        crate::batch::tiling::check_out_len(out.len(), plan.total() as usize, plan.elem_bytes)?;
         // The sequences lie one after another in `out`: cut it into their disjoint slices.
         let mut parts: Vec<(u64, &mut [u8])> = Vec::with_capacity(plan.reads.len());
         let mut rest = out;

@@ -1,22 +1,22 @@
-//! The ZIP indexer: the `zip` crate parses the end record, ZIP64 records and central directory
-//! once; packread keeps per member its local-header offset, sizes, method and CRC-32, and finds
-//! each member's data lazily (one local header read, checked against the central directory) the
-//! first time it is read. Members are then plain extents for the shared executor.
+//! ZIP archives: the central directory is read once ([`directory`]); packread keeps per
+//! member its local-header offset, sizes, method and CRC-32, and finds each member's data
+//! lazily ([`local`]: one local header read, checked) the first time it is read. Members are
+//! then plain extents for the shared executor: raw bytes, or `.npy` arrays ([`npy_member`]),
+//! read as samples by [`ZipSamples`] ([`samples`]).
 
 use std::collections::HashMap;
 use std::io::{Cursor, Read, Seek};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
 
-use crate::codec::{crc32_after, inflate_prefix, Faults, NpyExpect, Pipeline, Step, Wrapper};
+use crate::batch::source::{MemorySource, SharedFile, Source};
+use crate::batch::{run_extents, Dest, Extent, Work};
+use crate::codec::{Faults, NpyExpect, Pipeline, Step, Wrapper};
 use crate::error::{Error, ErrorKind, Result};
-use crate::exec::{execute, Dest, Extent};
-use crate::npy::{self, NpyHeader};
-use crate::pool;
-use crate::source::{MemorySource, SharedFile, Source};
+use crate::formats::npy;
 
 pub const ZIP_FAULTS: Faults = Faults {
     corrupt: ErrorKind::BadZip,
@@ -24,12 +24,16 @@ pub const ZIP_FAULTS: Faults = Faults {
 };
 
 mod directory;
+mod local;
+mod npy_member;
+mod samples;
 
 use directory::LOCAL_HEADER_LEN;
+pub use npy_member::NpyLayout;
+pub use samples::{SamplePayload, ZipSamples};
 
 const STORED: u16 = 0;
 const DEFLATED: u16 = 8;
-const LOCAL_SIGNATURE: u32 = 0x0403_4b50;
 /// DEFLATE cannot expand data more than ~1032:1; a member declaring more is malformed.
 const MAX_DEFLATE_RATIO: u64 = 1032;
 
@@ -77,15 +81,6 @@ pub struct Member {
     /// A stored `.npy` member's header, once read (lock-free, as `data_start`: a fork while
     /// another thread fills it in leaves nothing locked).
     npy_layout: ArcSwapOption<NpyLayout>,
-}
-
-/// A stored `.npy` member's header, parsed once: its array data can then be read straight into
-/// a batch, the member's CRC-32 still checked (continued from the header's).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NpyLayout {
-    pub header: NpyHeader,
-    /// CRC-32 of the member's bytes before the array data.
-    pub header_crc: u32,
 }
 
 impl Member {
@@ -150,59 +145,6 @@ pub struct MemberData {
 impl MemberData {
     pub fn is_stored(&self) -> bool {
         self.method == STORED
-    }
-
-    /// The extent reading this `.npy` member's array (checked against `expect`) into output
-    /// `out` at `dst`. Straight from the file into the output when the member is stored, its
-    /// header known (`layout`, see [`ZipIndex::npy_layout`]) and its data needs no reordering:
-    /// no staging copy; else the whole member through the NPY stream step.
-    pub fn npy_extent(
-        &self,
-        layout: Option<&NpyLayout>,
-        expect: &Arc<NpyExpect>,
-        verify_crc: bool,
-        out: u32,
-        dst: usize,
-        file: u32,
-    ) -> Result<Extent> {
-        if let Some(l) = layout.filter(|_| self.is_stored()) {
-            let h = &l.header;
-            if h.dtype != expect.dtype || h.shape != expect.shape {
-                return Err(Error::new(
-                    ErrorKind::Inconsistent,
-                    "",
-                    format!(
-                        "array has dtype {} and shape {:?}, expected dtype {} and shape {:?}",
-                        h.dtype.descr(),
-                        h.shape,
-                        expect.dtype.descr(),
-                        expect.shape
-                    ),
-                ));
-            }
-            let in_place = (expect.keep_layout || !h.needs_transpose())
-                && (h.data_offset + h.data_len) as u64 == self.size;
-            if in_place {
-                let steps = if verify_crc {
-                    vec![Step::Crc32After {
-                        prefix: l.header_crc,
-                        want: self.crc32,
-                    }]
-                } else {
-                    Vec::new()
-                };
-                return Ok(Extent {
-                    file,
-                    offset: self.data_start + h.data_offset as u64,
-                    stored_len: h.data_len,
-                    pipeline: Pipeline::new(steps),
-                    decoded_len: h.data_len,
-                    out,
-                    dest: Dest::At(dst),
-                });
-            }
-        }
-        Ok(self.extent(file, &Payload::Npy(expect.clone()), verify_crc, out, dst))
     }
 
     /// The extent reading this member from `file` of a source as `payload`.
@@ -373,96 +315,25 @@ impl<S: Source> ZipIndex<S> {
         &self.limits
     }
 
-    /// The position of member `name` (the last one, if the name repeats).
-    pub fn position(&self, name: &str) -> Option<usize> {
-        self.by_name.get(name).map(|&i| i as usize)
+    /// The position of member `name` (the last one, if the name repeats), or a `KeyError`
+    /// naming it.
+    pub fn position(&self, name: &str) -> Result<usize> {
+        self.by_name.get(name).map(|&i| i as usize).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Key,
+                &self.location,
+                format!("there is no member named {name:?}"),
+            )
+        })
     }
 
-    /// Positions for names; a missing one is a `KeyError` naming it.
-    pub fn positions<T: AsRef<str>>(&self, names: &[T]) -> Result<Vec<usize>> {
-        names
-            .iter()
-            .map(|n| {
-                self.position(n.as_ref()).ok_or_else(|| {
-                    Error::new(
-                        ErrorKind::Key,
-                        &self.location,
-                        format!("there is no member named {:?}", n.as_ref()),
-                    )
-                })
-            })
-            .collect()
-    }
-
-    fn member_location(&self, i: usize) -> String {
+    /// How member `i` is named in messages: the archive and the member's name.
+    pub fn member_location(&self, i: usize) -> String {
         format!("{}:{}", self.location, self.members[i].name)
     }
 
-    /// Where member `i`'s data starts, reading and checking its local header the first time.
-    ///
-    /// The central directory is the authority for the member's method, sizes, CRC-32 and
-    /// encryption, as zipfile and unzip take it: the local header's copies of those fields (and
-    /// its ZIP64 extra field) are not compared, since writers leave them stale or zero (data
-    /// descriptors) and a damaged copy there does not touch the data. What the local header
-    /// must get right is its signature and the member's name; its name and extra lengths place
-    /// the data, which must then lie before the next member (overlapping members are refused)
-    /// and whose CRC-32 is checked against the directory's when it is read.
-    pub fn data_start(&self, i: usize) -> Result<u64> {
-        let m = &self.members[i];
-        let known = m.data_start.load(Ordering::Relaxed);
-        if known != 0 {
-            return Ok(known - 1);
-        }
-        let at = || self.member_location(i);
-        let fixed_end = m.header_offset + LOCAL_HEADER_LEN as u64;
-        if fixed_end > m.end_limit {
-            return Err(bad(&at(), "local header overlaps the next member"));
-        }
-        let mut h = [0u8; LOCAL_HEADER_LEN];
-        self.source
-            .read_at(0, m.header_offset, &mut h)
-            .map_err(|e| e.at(at()))?;
-        let u16_at = |o: usize| u16::from_le_bytes([h[o], h[o + 1]]);
-        let u32_at = |o: usize| u32::from_le_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
-        if u32_at(0) != LOCAL_SIGNATURE {
-            return Err(bad(
-                &at(),
-                format!("no local header at offset {}", m.header_offset),
-            ));
-        }
-        let (name_len, extra_len) = (usize::from(u16_at(26)), usize::from(u16_at(28)));
-        let data_start = fixed_end + (name_len + extra_len) as u64;
-        if name_len != m.name_raw.len() || data_start > m.end_limit {
-            return Err(bad(
-                &at(),
-                "local header disagrees with the central directory on the name",
-            ));
-        }
-        let mut name = vec![0u8; name_len];
-        self.source
-            .read_at(0, fixed_end, &mut name)
-            .map_err(|e| e.at(at()))?;
-        if *name != *m.name_raw {
-            return Err(bad(
-                &at(),
-                format!("local header names {:?}", String::from_utf8_lossy(&name)),
-            ));
-        }
-        if data_start
-            .checked_add(m.compressed_size)
-            .is_none_or(|end| end > m.end_limit)
-        {
-            return Err(bad(
-                &at(),
-                "member data overlaps the next member or the central directory",
-            ));
-        }
-        m.data_start.store(data_start + 1, Ordering::Relaxed);
-        Ok(data_start)
-    }
-
     /// Refuses members packread cannot or will not decode, before any allocation.
-    fn check_readable(&self, i: usize) -> Result<()> {
+    pub(crate) fn check_readable(&self, i: usize) -> Result<()> {
         let m = &self.members[i];
         let at = || self.member_location(i);
         if m.encrypted {
@@ -539,175 +410,44 @@ impl<S: Source> ZipIndex<S> {
             .extent(0, payload, self.limits.verify_crc, out, dst))
     }
 
-    /// Finds the data of `members` (local headers read in parallel), then builds one extent
-    /// per member with `plan`.
-    pub fn extents(
-        &self,
-        members: &[usize],
-        plan: impl Fn(usize, usize) -> Result<Extent> + Sync,
-    ) -> Result<Vec<Extent>> {
-        pool::try_map(members, |k, &i| plan(k, i))
-    }
-
-    /// Runs extents built for `members` (the k-th extent reads `members[k]`).
-    pub fn run(&self, extents: &[Extent], members: &[usize], outs: &mut [&mut [u8]]) -> Result<()> {
-        pool::install(|| execute(&self.source, extents, outs, ZIP_FAULTS))
-            .map_err(|f| f.error.at(self.member_location(members[f.extent])))
-    }
-
     /// The whole decoded member `i` (CRC-checked).
     pub fn read(&self, i: usize) -> Result<Vec<u8>> {
         self.check_readable(i)?;
         let mut out = vec![0u8; self.members[i].size as usize];
-        self.read_into(i, &mut out)?;
+        self.read_into(i, &mut out, None)?;
         Ok(out)
     }
 
     /// Decodes member `i` (CRC-checked) straight into `out`, which must be exactly its size
     /// ([`Member::size`]): no staging copy, so a member's read peaks at its own size.
-    pub fn read_into(&self, i: usize, out: &mut [u8]) -> Result<()> {
-        crate::plan::check_out_len(out.len(), 1, self.members[i].size as usize)?;
+    pub fn read_into(&self, i: usize, out: &mut [u8], threads: Option<usize>) -> Result<()> {
+        crate::batch::tiling::check_out_len(out.len(), 1, self.members[i].size as usize)?;
         let extent = self.extent(i, &Payload::Raw, 0, 0)?;
-        let work = pool::Work {
-            units: 1,
-            bytes: self.members[i].size,
+        self.run(std::slice::from_ref(&extent), &[i], &mut [out], threads)
+    }
+
+    /// Runs extents of members `members` (the k-th extent reads `members[k]`) on the pool,
+    /// or inline when they are tiny; a failure names the member.
+    pub fn run(
+        &self,
+        extents: &[Extent],
+        members: &[usize],
+        outs: &mut [&mut [u8]],
+        threads: Option<usize>,
+    ) -> Result<()> {
+        let work = Work {
+            units: extents.len(),
+            bytes: extents.iter().map(|e| e.decoded_len as u64).sum(),
         };
-        pool::install_sized(None, work, || {
-            self.run(std::slice::from_ref(&extent), &[i], &mut [out])
-        })
-    }
-
-    /// Reads raw members of `sample_bytes` each into `out`, one after another.
-    pub fn read_raw_batch(
-        &self,
-        members: &[usize],
-        sample_bytes: usize,
-        out: &mut [u8],
-    ) -> Result<()> {
-        crate::plan::check_out_len(out.len(), members.len(), sample_bytes)?;
-        let extents = self.extents(members, |k, i| {
-            let m = &self.members[i];
-            if m.size != sample_bytes as u64 {
-                return Err(Error::new(
-                    ErrorKind::Inconsistent,
-                    self.member_location(i),
-                    format!(
-                        "member is {} bytes, but the dtype and shape need {sample_bytes}",
-                        m.size
-                    ),
-                ));
-            }
-            self.extent(i, &Payload::Raw, 0, k * sample_bytes)
-        })?;
-        self.run(&extents, members, &mut [out])
-    }
-
-    /// Reads `.npy` members, each checked against `expect`, stacked in C order into `out`.
-    pub fn read_npy_batch(
-        &self,
-        members: &[usize],
-        expect: &Arc<NpyExpect>,
-        out: &mut [u8],
-    ) -> Result<()> {
-        let n = expect.data_len();
-        crate::plan::check_out_len(out.len(), members.len(), n)?;
-        let extents = self.extents(members, |k, i| {
-            let data = self.member_data(i)?;
-            let layout = self.npy_layout(i)?;
-            data.npy_extent(
-                layout.as_deref(),
-                expect,
-                self.limits.verify_crc,
-                0,
-                k * n,
-                0,
-            )
-            .map_err(|e| e.at(self.member_location(i)))
-        })?;
-        self.run(&extents, members, &mut [out])
-    }
-
-    /// The header of stored `.npy` member `i` with its CRC-32 (see [`NpyLayout`]), read once;
-    /// `None` for a deflated member or one that is not NPY.
-    pub fn npy_layout(&self, i: usize) -> Result<Option<Arc<NpyLayout>>> {
-        let m = &self.members[i];
-        if m.method != STORED {
-            return Ok(None);
-        }
-        if let Some(l) = m.npy_layout.load_full() {
-            return Ok(Some(l));
-        }
-        self.npy_header(i)?;
-        Ok(m.npy_layout.load_full())
-    }
-
-    /// The NPY header at the start of member `i`, or `None` if the member is not NPY. A
-    /// stored member's header is kept (see [`ZipIndex::npy_layout`]).
-    pub fn npy_header(&self, i: usize) -> Result<Option<NpyHeader>> {
-        if let Some(l) = self.members[i].npy_layout.load_full() {
-            return Ok(Some(l.header.clone()));
-        }
-        self.check_readable(i)?;
-        let m = &self.members[i];
-        let at = self.member_location(i);
-        let start = self.data_start(i)?;
-        // Most headers are 128 bytes: probe a little, and read more only if the header says so.
-        let mut want = 512.min(m.size as usize);
-        loop {
-            let prefix = self.member_prefix(i, start, want)?;
-            if !prefix.starts_with(npy::MAGIC) {
-                return Ok(None);
-            }
-            if prefix.len() < 12 {
-                return Err(Error::new(
-                    ErrorKind::NpyFormat,
-                    at,
-                    "NPY header runs past the end of the member",
-                ));
-            }
-            let end = npy::header_end(&prefix, m.size as usize, &at, &self.limits.npy)?;
-            if end <= prefix.len() {
-                let header = npy::parse_header(&prefix, m.size as usize, &at, &self.limits.npy)?;
-                if m.method == STORED {
-                    m.npy_layout.store(Some(Arc::new(NpyLayout {
-                        header_crc: crc32_after(0, &prefix[..header.data_offset]),
-                        header: header.clone(),
-                    })));
-                }
-                return Ok(Some(header));
-            }
-            // The member (or its deflate stream, which may end before the member's declared
-            // size) holds no more than `prefix`: a header longer than that runs past its end.
-            if want >= m.size as usize || prefix.len() < want {
-                return Err(Error::new(
-                    ErrorKind::NpyFormat,
-                    at,
-                    "NPY header runs past the end of the member",
-                ));
-            }
-            want = end;
-        }
-    }
-
-    /// The first `want` decoded bytes of member `i` (whose data starts at `start`).
-    fn member_prefix(&self, i: usize, start: u64, want: usize) -> Result<Vec<u8>> {
-        let m = &self.members[i];
-        let at = || self.member_location(i);
-        if m.method == STORED {
-            let mut buf = vec![0u8; want];
-            self.source
-                .read_at(0, start, &mut buf)
-                .map_err(|e| e.at(at()))?;
-            return Ok(buf);
-        }
-        // Even incompressible data costs a deflate stream at most ~1.13x its size (fixed
-        // Huffman codes); never read past the member.
-        let take = (want as u64 + want as u64 / 4 + 4096).min(m.compressed_size) as usize;
-        let mut z = vec![0u8; take];
-        self.source
-            .read_at(0, start, &mut z)
-            .map_err(|e| e.at(at()))?;
-        inflate_prefix(&z, want).map_err(|e| ZIP_FAULTS.error(e).at(at()))
+        run_extents(
+            &self.source,
+            extents,
+            outs,
+            ZIP_FAULTS,
+            work,
+            threads,
+            |k, e| e.at(self.member_location(members[k])),
+        )
     }
 
     /// Where the bytes are read from.
@@ -773,7 +513,7 @@ mod tests {
         let m = &index.members()[0];
         assert_eq!((m.name(), m.size(), m.method()), ("a.bin", 5, 0));
         assert_eq!(m.crc32(), 0x3610_a686);
-        assert_eq!(index.position("a.bin"), Some(0));
+        assert_eq!(index.position("a.bin").unwrap(), 0);
         assert_eq!(index.data_start(0).unwrap(), 30 + 5);
     }
 

@@ -2,52 +2,13 @@
 //! the tiling says the rows need (straight into the output, via the chunk cache, or scattered),
 //! each chunk's filters undone in reverse order as its mask says.
 
-use std::sync::Arc;
-
 use super::meta::{ChunkLoc, Layout};
 use super::select::ReadPath;
 use super::Hdf5File;
+use crate::batch::tiling::ChunkRead;
+use crate::batch::{Copy, Dest, Extent, Plan, Scratch};
 use crate::codec::{ChunkDecoder, Pipeline, Step};
 use crate::error::Result;
-use crate::exec::{Dest, Extent, Piece};
-use crate::plan::ChunkRead;
-
-/// Decoded bytes and the pieces to copy out of them.
-pub(super) type ScatterFrom<'a> = (&'a [u8], &'a [Piece]);
-
-/// Extents and side work of one batch.
-#[derive(Default)]
-pub(super) struct BatchPlan {
-    pub(super) extents: Vec<Extent>,
-    /// Per extent: (dataset, file offset) for messages.
-    pub(super) labels: Vec<(usize, u64)>,
-    pub(super) cached: Vec<Cached>,
-    pub(super) fresh: Vec<Fresh>,
-    pub(super) library: Vec<(usize, usize)>,
-}
-
-impl BatchPlan {
-    pub(super) fn push(&mut self, e: Extent, label: (usize, u64)) {
-        self.extents.push(e);
-        self.labels.push(label);
-    }
-}
-
-/// A chunk already in the cache and where its pieces go.
-pub(super) struct Cached {
-    pub(super) slot: usize,
-    pub(super) bytes: Arc<[u8]>,
-    pub(super) pieces: Vec<Piece>,
-}
-
-/// A chunk decoded into a buffer of its own, to be scattered and then cached.
-pub(super) struct Fresh {
-    pub(super) extent: usize,
-    pub(super) slot: usize,
-    pub(super) key: (u32, u64),
-    pub(super) len: usize,
-    pub(super) pieces: Vec<Piece>,
-}
 
 fn fill_extent(fill: &[u8], len: usize, slot: usize, dest: Dest) -> Extent {
     Extent {
@@ -81,7 +42,7 @@ impl Hdf5File {
         w: usize,
         slot: usize,
         rows: &[usize],
-        plan: &mut BatchPlan,
+        plan: &mut Plan,
     ) -> Result<()> {
         let ds = &self.datasets[w];
         let sb = ds.sample_bytes;
@@ -90,14 +51,14 @@ impl Hdf5File {
                 for (k, &i) in rows.iter().enumerate() {
                     let mut e = Extent::raw(0, addr + (i * sb) as u64, sb, Dest::At(k * sb));
                     e.out = slot as u32;
-                    plan.push(e, (w, addr + (i * sb) as u64));
+                    plan.push(e, (w as u32, addr + (i * sb) as u64));
                 }
             }
             ReadPath::Fill => {
                 for k in 0..rows.len() {
                     plan.push(
                         fill_extent(&ds.meta.fill, sb, slot, Dest::At(k * sb)),
-                        (w, 0),
+                        (w as u32, 0),
                     );
                 }
             }
@@ -113,7 +74,7 @@ impl Hdf5File {
         slot: usize,
         rows: &[usize],
         decoder: &ChunkDecoder,
-        plan: &mut BatchPlan,
+        plan: &mut Plan,
     ) -> Result<()> {
         let ds = &self.datasets[w];
         let Layout::Chunked { chunk, chunks, .. } = &ds.meta.layout else {
@@ -130,7 +91,7 @@ impl Hdf5File {
         {
             let key = (w as u32, linear);
             if let Some(bytes) = self.cache.get(key) {
-                plan.cached.push(Cached {
+                plan.copies.push(Copy {
                     slot,
                     bytes,
                     pieces,
@@ -147,18 +108,18 @@ impl Hdf5File {
                 extent.dest = Dest::At(uses[0].0 * sb);
             } else if c0 > 1 && loc.is_some() && self.cache.fits(ds.chunk_bytes) {
                 // Holds several samples: decode once, keep it for the next batch.
-                plan.fresh.push(Fresh {
+                plan.scratch.push(Scratch {
                     extent: plan.extents.len(),
-                    slot,
-                    key,
                     len: ds.chunk_bytes,
+                    slot,
                     pieces,
+                    key,
                 });
                 extent.dest = Dest::At(0);
             } else {
                 extent.dest = Dest::Scatter(pieces);
             }
-            plan.push(extent, (w, addr));
+            plan.push(extent, (w as u32, addr));
         }
         Ok(())
     }

@@ -1,28 +1,30 @@
-//! NPZ: archives of `.npy` members. [`NpzSet`] reads many NPZ files (one sample each, the same
-//! keys) as stacked batches; [`contents`] and [`read_arrays`] load one archive whole, as
-//! `numpy.load` does. Both are the ZIP indexer plus an NPY check per member.
+//! NPZ: archives of `.npy` members. [`NpzIndex`] reads many NPZ files (one sample each, the
+//! same keys) as stacked batches; [`contents`] and [`read_arrays`] load one archive whole, as
+//! `numpy.load` does. Both are the ZIP index plus an NPY check per member.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
 
-use crate::codec::NpyExpect;
+use crate::batch::pool::{self, Work};
+use crate::batch::source::{read_stamped, FileStamp, MemorySource, SharedFile, Source};
+use crate::batch::{ArraySpec, Extent, Index, Plan, Rows, Tag};
+use crate::codec::{Faults, NpyExpect};
 use crate::error::{Error, ErrorKind, Result};
-use crate::exec::{execute, Extent};
-use crate::npy::NpyHeader;
-use crate::plan::resolve_indices;
-use crate::pool;
-use crate::source::{read_stamped, FileStamp, MemorySource, Source};
-use crate::zip::{MemberData, NpyLayout, ZipIndex, ZipLimits, ZIP_FAULTS};
+use crate::formats::npy::NpyHeader;
+use crate::formats::zip::{MemberData, NpyLayout, ZipIndex, ZipLimits, ZIP_FAULTS};
 
 /// numpy stores array `k` as member `k.npy`.
 const SUFFIX: &str = ".npy";
 
-/// One array of every sample.
+/// One array of every sample: its key (the member's name without `.npy`) and what its NPY
+/// header must say.
 #[derive(Debug)]
 pub struct NpzKey {
+    /// numpy's key (the member's name without `.npy`).
     pub name: String,
+    /// What every file's member must hold.
     pub expect: Arc<NpyExpect>,
 }
 
@@ -40,19 +42,25 @@ struct FileEntry {
     layouts: Vec<Option<Arc<NpyLayout>>>,
 }
 
-/// Many NPZ files with the same keys, one sample each.
-pub struct NpzSet {
+/// Many NPZ files with the same keys, one sample each: one array per key.
+pub struct NpzIndex {
     paths: Vec<PathBuf>,
     keys: Vec<NpzKey>,
+    arrays: Vec<ArraySpec>,
     /// Lock-free, so a fork while another thread indexes a file cannot leave a lock behind.
     entries: Vec<ArcSwapOption<FileEntry>>,
     limits: ZipLimits,
+    threads: Option<usize>,
 }
 
-impl NpzSet {
+impl NpzIndex {
     /// Reads the first file's directory and NPY headers: they fix the keys, shapes and dtypes.
     /// Every other file is checked against them when it is first read.
-    pub fn open(paths: Vec<PathBuf>, limits: ZipLimits) -> Result<NpzSet> {
+    pub fn open(
+        paths: Vec<PathBuf>,
+        limits: ZipLimits,
+        threads: Option<usize>,
+    ) -> Result<NpzIndex> {
         let Some(first) = paths.first() else {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
@@ -85,52 +93,34 @@ impl NpzSet {
                 "archive has no .npy members",
             ));
         }
-        let set = NpzSet {
+        let arrays = keys
+            .iter()
+            .map(|k| ArraySpec {
+                name: k.name.clone(),
+                dtype: k.expect.dtype.clone(),
+                shape: k.expect.shape.clone(),
+            })
+            .collect();
+        let set = NpzIndex {
             entries: paths.iter().map(|_| ArcSwapOption::empty()).collect(),
             paths,
             keys,
+            arrays,
             limits,
+            threads,
         };
         let entry = set.members_of(&index)?;
         set.entries[0].store(Some(entry));
         Ok(set)
     }
 
-    pub fn len(&self) -> usize {
-        self.paths.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.paths.is_empty()
-    }
-
+    /// The keys, in the first file's member order.
     pub fn keys(&self) -> &[NpzKey] {
         &self.keys
     }
 
-    pub fn paths(&self) -> &[PathBuf] {
-        &self.paths
-    }
-
-    /// How the reader is named in messages (see [`crate::plan::location_of`]).
-    pub fn location(&self) -> String {
-        crate::plan::location_of(&self.paths)
-    }
-
-    /// What reading `rows` samples of the keys at `keys` costs (see [`pool::Work`]).
-    pub fn work(&self, rows: usize, keys: &[usize]) -> pool::Work {
-        let per_row: u64 = keys
-            .iter()
-            .map(|&k| self.keys[k].expect.data_len() as u64)
-            .sum();
-        pool::Work {
-            units: rows.saturating_mul(keys.len()),
-            bytes: (rows as u64).saturating_mul(per_row),
-        }
-    }
-
-    /// The key's position, or a `KeyError`.
-    pub fn key_position(&self, name: &str) -> Result<usize> {
+    /// The position of key `name` (an array, without `.npy`), or a `KeyError` listing the keys.
+    pub fn position(&self, name: &str) -> Result<usize> {
         self.keys
             .iter()
             .position(|k| k.name == name)
@@ -138,10 +128,15 @@ impl NpzSet {
                 let known: Vec<&str> = self.keys.iter().map(|k| k.name.as_str()).collect();
                 Error::new(
                     ErrorKind::Key,
-                    "",
-                    format!("no key {name:?} (keys: {known:?})"),
+                    self.paths[0].display().to_string(),
+                    format!("no key {name:?} in these files (keys: {known:?})"),
                 )
             })
+    }
+
+    /// The files, in sample order.
+    pub fn paths(&self) -> &[PathBuf] {
+        &self.paths
     }
 
     /// The file's member table, reading its directory the first time.
@@ -155,13 +150,13 @@ impl NpzSet {
         Ok(entry)
     }
 
-    fn members_of(&self, index: &ZipIndex<crate::source::SharedFile>) -> Result<Arc<FileEntry>> {
+    fn members_of(&self, index: &ZipIndex<SharedFile>) -> Result<Arc<FileEntry>> {
         let members = self
             .keys
             .iter()
             .map(|k| {
                 let member = k.member();
-                let i = index.position(&member).ok_or_else(|| {
+                let i = index.position(&member).map_err(|_| {
                     Error::new(
                         ErrorKind::Key,
                         index.location(),
@@ -178,29 +173,53 @@ impl NpzSet {
             layouts,
         }))
     }
+}
 
-    /// Reads samples `idx` of the keys `keys` (positions) into `outs`, one per key, each
-    /// holding the samples one after another in C order.
-    pub fn read_batch(&self, idx: &[i64], keys: &[usize], outs: &mut [&mut [u8]]) -> Result<()> {
-        let rows = resolve_indices(idx, self.len(), &self.location())?;
-        if keys.len() != outs.len() {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                "",
-                "one output per key is needed",
-            ));
+impl Index for NpzIndex {
+    fn len(&self) -> usize {
+        self.paths.len()
+    }
+
+    fn arrays(&self) -> &[ArraySpec] {
+        &self.arrays
+    }
+
+    fn location(&self) -> String {
+        crate::batch::tiling::location_of(&self.paths)
+    }
+
+    fn faults(&self) -> Faults {
+        ZIP_FAULTS
+    }
+
+    fn source(&self) -> &dyn Source {
+        self
+    }
+
+    fn work(&self, rows: usize, keys: &[usize]) -> Work {
+        let per_row: u64 = keys
+            .iter()
+            .map(|&k| self.keys[k].expect.data_len() as u64)
+            .sum();
+        Work {
+            units: rows.saturating_mul(keys.len()),
+            bytes: (rows as u64).saturating_mul(per_row),
         }
-        for (&k, out) in keys.iter().zip(outs.iter()) {
-            crate::plan::check_out_len(out.len(), rows.len(), self.keys[k].expect.data_len())?;
-        }
-        let mut unique = rows.clone();
+    }
+
+    fn threads(&self) -> Option<usize> {
+        self.threads
+    }
+
+    /// Every file of the batch has its directory read (once, in parallel); then one extent
+    /// per key and row.
+    fn plan(&self, rows: &Rows, keys: &[usize], plan: &mut Plan) -> Result<()> {
+        let rows = rows.as_slice();
+        let mut unique = rows.to_vec();
         unique.sort_unstable();
         unique.dedup();
-        let entries: Vec<(usize, Arc<FileEntry>)> =
-            pool::try_map(&unique, |_, &r| self.entry(r).map(|e| (r, e)))?;
-        let entry_of = |r: usize| &entries[unique.binary_search(&r).expect("indexed")].1;
-        let mut extents = Vec::with_capacity(rows.len() * keys.len());
-        let mut labels = Vec::with_capacity(extents.capacity());
+        let entries: Vec<Arc<FileEntry>> = pool::try_map(&unique, |_, &r| self.entry(r))?;
+        let entry_of = |r: usize| &entries[unique.binary_search(&r).expect("indexed")];
         for (slot, &k) in keys.iter().enumerate() {
             let key = &self.keys[k];
             let n = key.expect.data_len();
@@ -215,43 +234,40 @@ impl NpzSet {
                         j * n,
                         r as u32,
                     )
-                    .map_err(|e| e.at(format!("{}:{}", self.paths[r].display(), key.member())))?;
-                extents.push(extent);
-                labels.push((r, k));
+                    .map_err(|e| self.locate((k as u32, r as u64), e))?;
+                plan.push(extent, (k as u32, r as u64));
             }
         }
-        let source = NpzFiles {
-            set: self,
-            entries: &entries,
-            unique: &unique,
-        };
-        pool::install(|| execute(&source, &extents, outs, ZIP_FAULTS)).map_err(|f| {
-            let (r, k) = labels[f.extent];
-            f.error.at(format!(
-                "{}:{}",
-                self.paths[r].display(),
-                self.keys[k].member()
-            ))
-        })
+        Ok(())
+    }
+
+    /// `(key, file)`: the member's archive and name.
+    fn locate(&self, (k, r): Tag, error: Error) -> Error {
+        error.at(format!(
+            "{}:{}",
+            self.paths[r as usize].display(),
+            self.keys[k as usize].member()
+        ))
     }
 }
 
-/// The files of a batch, each checked against the stamp taken when it was indexed.
-struct NpzFiles<'a> {
-    set: &'a NpzSet,
-    entries: &'a [(usize, Arc<FileEntry>)],
-    unique: &'a [usize],
-}
-
-impl Source for NpzFiles<'_> {
+/// The files of a batch, each checked against the stamp taken when it was indexed (every file
+/// a plan reads has been indexed by then).
+impl Source for NpzIndex {
     fn read_at(&self, file: u32, offset: u64, buf: &mut [u8]) -> Result<()> {
         let r = file as usize;
-        let entry = &self.entries[self.unique.binary_search(&r).expect("indexed")].1;
-        read_stamped(&self.set.paths[r], entry.stamp, offset, buf)
+        let entry = self.entries[r].load_full().ok_or_else(|| {
+            Error::new(
+                ErrorKind::Internal,
+                "",
+                "internal planning error: a file read before it was indexed",
+            )
+        })?;
+        read_stamped(&self.paths[r], entry.stamp, offset, buf)
     }
 
     fn name(&self, file: u32) -> String {
-        self.set.paths[file as usize].display().to_string()
+        self.paths[file as usize].display().to_string()
     }
 }
 
@@ -278,9 +294,9 @@ fn expect(header: &NpyHeader, limits: &ZipLimits, keep_layout: bool) -> NpyExpec
     }
 }
 
-/// What loading a whole archive costs (tiny archives load inline, see [`pool::Work`]).
-pub fn load_work<S: Source>(index: &ZipIndex<S>) -> pool::Work {
-    pool::Work {
+/// What loading a whole archive costs (tiny archives load inline, see [`Work`]).
+pub fn load_work<S: Source>(index: &ZipIndex<S>) -> Work {
+    Work {
         units: index.len(),
         bytes: index.members().iter().map(|m| m.size()).sum(),
     }
@@ -317,7 +333,7 @@ pub fn verify_stored(index: &ZipIndex<MemorySource<'_>>, contents: &[Content]) -
                 if libdeflater::crc32(bytes) != data.crc32 {
                     return Err(Error::new(
                         ErrorKind::BadZip,
-                        format!("{}:{}", index.location(), index.members()[*member].name()),
+                        index.member_location(*member),
                         "CRC-32 mismatch",
                     ));
                 }
@@ -361,19 +377,9 @@ pub fn read_arrays<S: Source>(
                 0,
                 0,
             )
-            .map_err(|e| {
-                e.at(format!(
-                    "{}:{}",
-                    index.location(),
-                    index.members()[*member].name()
-                ))
-            })?;
+            .map_err(|e| e.at(index.member_location(*member)))?;
         extents.push(extent);
         members.push(*member);
     }
-    let work = pool::Work {
-        units: arrays.len(),
-        bytes: outs.iter().map(|o| o.len() as u64).sum(),
-    };
-    pool::install_sized(None, work, || index.run(&extents, &members, outs))
+    index.run(&extents, &members, outs, None)
 }

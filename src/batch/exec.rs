@@ -5,10 +5,10 @@ use std::cell::RefCell;
 
 use rayon::prelude::*;
 
+use super::source::Source;
+pub use super::tiling::Piece;
 use crate::codec::{inflate_stream, Faults, Pipeline};
 use crate::error::{Error, ErrorKind};
-pub use crate::plan::Piece;
-use crate::source::Source;
 
 /// Raw reads larger than this are split so that several threads share one big sample.
 const SPLIT_BYTES: usize = 4 << 20;
@@ -225,8 +225,8 @@ struct Task<'o> {
     target: Target<'o>,
 }
 
-/// Runs `extents` on the current packread pool (see [`crate::pool::install`]), or on this
-/// thread when the batch runs inline ([`crate::pool::is_inline`]), filling `outs`. Bytes that
+/// Runs `extents` on the current packread pool (see [`crate::batch::pool::install`]), or on this
+/// thread when the batch runs inline ([`crate::batch::pool::is_inline`]), filling `outs`. Bytes that
 /// fail to decode are reported with the format's own `faults` (malformed NPY, bad ZIP, bad
 /// HDF5 chunk); errors name the file they came from.
 pub fn execute(
@@ -269,7 +269,7 @@ pub fn execute(
             }
         })
     };
-    if tasks.len() <= 1 || crate::pool::is_inline() {
+    if tasks.len() <= 1 || crate::batch::pool::is_inline() {
         tasks.into_iter().try_for_each(one)
     } else {
         tasks.into_par_iter().try_for_each(one)
@@ -348,10 +348,12 @@ fn run(
     }
 }
 
+/// Decoded bytes and the pieces to copy out of them.
+pub type ScatterFrom<'a> = (&'a [u8], &'a [Piece]);
+
 /// Copies pieces of already-decoded buffers (cached chunks) into `out` in parallel, through
 /// the same disjointness proof [`execute`] uses.
-#[cfg_attr(not(feature = "hdf5"), allow(dead_code))]
-pub fn scatter(from: &[(&[u8], &[Piece])], out: &mut [u8]) -> Result<(), Error> {
+pub fn scatter(from: &[ScatterFrom<'_>], out: &mut [u8]) -> Result<(), Error> {
     let mut writes = Vec::new();
     for (k, (bytes, pieces)) in from.iter().enumerate() {
         for (j, p) in pieces.iter().enumerate() {
@@ -374,7 +376,7 @@ pub fn scatter(from: &[(&[u8], &[Piece])], out: &mut [u8]) -> Result<(), Error> 
         let p = pieces[w.piece];
         target.copy_from_slice(&bytes[p.src..p.src + p.len]);
     };
-    if carved.len() <= 1 || crate::pool::is_inline() {
+    if carved.len() <= 1 || crate::batch::pool::is_inline() {
         carved.into_iter().for_each(copy);
     } else {
         carved.into_par_iter().for_each(copy);

@@ -14,7 +14,6 @@ mod select;
 mod types;
 mod vlen;
 
-use std::collections::BTreeMap;
 use std::mem::ManuallyDrop;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,18 +24,17 @@ pub(crate) use library::h5err;
 use library::{with_library, LibraryHandle};
 pub use memory::MemoryFile;
 pub use meta::{ChunkLoc, DatasetMeta, Filter, Layout, Vlen, VlenKind};
-use plan::{BatchPlan, ScatterFrom};
 pub use select::Selection;
 use select::{normalize, select, ReadPath};
 pub use vlen::{RaggedBatch, RaggedPlan};
 
+use crate::batch::pool;
+use crate::batch::source::{SharedFile, Source};
+use crate::batch::tiling::Tiling;
+use crate::batch::{ArraySpec, Index, Plan, Rows, Tag};
 use crate::codec::Faults;
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::exec::{execute, scatter};
-use crate::plan::{check_out_len, resolve_indices, Tiling};
-use crate::pool;
-use crate::source::{SharedFile, Source};
 
 const HDF5_FAULTS: Faults = Faults::both(ErrorKind::Hdf5);
 
@@ -206,6 +204,8 @@ pub struct Hdf5File {
     samples: usize,
     skipped: Vec<(String, String)>,
     cache: ChunkCache,
+    /// One array per dataset: its path, dtype and sample shape.
+    arrays: Vec<ArraySpec>,
     /// Where the objects of the global heap collections read so far are (variable-length
     /// data), so later batches read only the objects they need.
     heaps: vlen::HeapIndex,
@@ -324,6 +324,14 @@ impl Hdf5File {
         })?;
         let (datasets, samples, mut skipped) = select(metas, &selection, &location)?;
         skipped.extend(unreadable);
+        let arrays = datasets
+            .iter()
+            .map(|d| ArraySpec {
+                name: d.name().to_string(),
+                dtype: d.dtype.clone(),
+                shape: d.sample_shape().to_vec(),
+            })
+            .collect();
         Ok(Hdf5File {
             source,
             h5: LibraryHandle {
@@ -336,13 +344,10 @@ impl Hdf5File {
             samples,
             skipped,
             cache: ChunkCache::new(cache_bytes),
+            arrays,
             heaps: vlen::HeapIndex::default(),
             threads,
         })
-    }
-
-    pub fn location(&self) -> &str {
-        &self.location
     }
 
     pub fn datasets(&self) -> &[Hdf5Dataset] {
@@ -354,18 +359,50 @@ impl Hdf5File {
         &self.skipped
     }
 
-    /// The number of samples (the common first dimension).
-    pub fn len(&self) -> usize {
+    /// The position of dataset `name` (with or without its leading `/`), or a `KeyError`.
+    pub fn position(&self, name: &str) -> Result<usize> {
+        let name = normalize(name);
+        self.datasets
+            .iter()
+            .position(|d| d.meta.name == name)
+            .ok_or_else(|| {
+                let known: Vec<&str> = self.datasets.iter().map(|d| d.name()).collect();
+                Error::new(
+                    ErrorKind::Key,
+                    &self.location,
+                    format!("no dataset {name:?} in this reader (datasets: {known:?})"),
+                )
+            })
+    }
+}
+
+impl Index for Hdf5File {
+    fn len(&self) -> usize {
         self.samples
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.samples == 0
+    fn arrays(&self) -> &[ArraySpec] {
+        &self.arrays
     }
 
-    /// What reading `rows` samples of the datasets at `which` costs, at most: a sample in a
-    /// chunk of several costs its whole chunk (see [`pool::Work`]).
-    pub fn work(&self, rows: usize, which: &[usize]) -> pool::Work {
+    fn location(&self) -> String {
+        self.location.clone()
+    }
+
+    fn faults(&self) -> Faults {
+        HDF5_FAULTS
+    }
+
+    fn source(&self) -> &dyn Source {
+        &self.source
+    }
+
+    fn threads(&self) -> Option<usize> {
+        self.threads
+    }
+
+    /// At most: a sample in a chunk of several costs its whole chunk (see [`pool::Work`]).
+    fn work(&self, rows: usize, which: &[usize]) -> pool::Work {
         // libhdf5's own reads take its global lock and may wait on it (or on a slow external
         // file): never inline, so batch_async always returns at once.
         if which
@@ -390,37 +427,10 @@ impl Hdf5File {
         }
     }
 
-    pub fn position(&self, name: &str) -> Result<usize> {
-        let name = normalize(name);
-        self.datasets
-            .iter()
-            .position(|d| d.meta.name == name)
-            .ok_or_else(|| {
-                let known: Vec<&str> = self.datasets.iter().map(|d| d.name()).collect();
-                Error::new(
-                    ErrorKind::Key,
-                    &self.location,
-                    format!("no dataset {name:?} in this reader (datasets: {known:?})"),
-                )
-            })
-    }
-
-    /// Reads samples `idx` of the datasets at positions `which` into `outs` (one each, holding
-    /// the samples one after another in C order).
-    pub fn read_batch(&self, idx: &[i64], which: &[usize], outs: &mut [&mut [u8]]) -> Result<()> {
-        let rows = resolve_indices(idx, self.samples, &self.location)?;
-        if which.len() != outs.len() {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                "",
-                "one output per dataset is needed",
-            ));
-        }
-        for (&w, out) in which.iter().zip(outs.iter()) {
-            check_out_len(out.len(), rows.len(), self.datasets[w].sample_bytes)?;
-        }
-        // Plan every dataset, then run all their extents in one parallel pass.
-        let mut plan = BatchPlan::default();
+    /// Every dataset's reads in one plan: contiguous rows, fill values, chunks (straight into
+    /// the output, from the cache, or decoded into a buffer the cache then keeps), and libhdf5's
+    /// own reads for what the fast path cannot decode, deferred to the end.
+    fn plan(&self, rows: &Rows, which: &[usize], plan: &mut Plan) -> Result<()> {
         for (slot, &w) in which.iter().enumerate() {
             let ds = &self.datasets[w];
             match &ds.path {
@@ -432,7 +442,7 @@ impl Hdf5File {
                         "variable-length data is read with read_ragged",
                     ));
                 }
-                ReadPath::Library(_) => plan.library.push((slot, w)),
+                ReadPath::Library(_) => plan.deferred.push((slot, (w as u32, 0))),
                 ReadPath::Unreadable(why) => {
                     return Err(Error::new(
                         ErrorKind::Unsupported,
@@ -440,72 +450,27 @@ impl Hdf5File {
                         why.clone(),
                     ));
                 }
-                _ => self.plan_dataset(w, slot, &rows, &mut plan)?,
+                _ => self.plan_dataset(w, slot, rows.as_slice(), plan)?,
             }
-        }
-        let BatchPlan {
-            mut extents,
-            labels,
-            cached,
-            fresh,
-            library,
-        } = plan;
-        let n_outs = outs.len();
-        // Chunks to be cached decode into buffers of their own (outputs after the callers').
-        // Allocated as the cache keeps them (one allocation, no copy into the cache after).
-        let mut fresh_arcs: Vec<Arc<[u8]>> = fresh
-            .iter()
-            .map(|f| std::iter::repeat_n(0u8, f.len).collect())
-            .collect();
-        for (k, f) in fresh.iter().enumerate() {
-            extents[f.extent].out = (n_outs + k) as u32;
-        }
-        {
-            let mut all: Vec<&mut [u8]> = outs.iter_mut().map(|o| &mut **o).collect();
-            for b in &mut fresh_arcs {
-                all.push(Arc::get_mut(b).ok_or_else(|| {
-                    Error::new(
-                        ErrorKind::Internal,
-                        &self.location,
-                        "a fresh chunk is shared",
-                    )
-                })?);
-            }
-            pool::install_with(self.threads, || {
-                execute(&self.source, &extents, &mut all, HDF5_FAULTS)
-            })
-            .map_err(|f| {
-                let (w, addr) = labels[f.extent];
-                f.error.at(format!(
-                    "{}:{} (chunk at byte {addr})",
-                    self.location,
-                    self.datasets[w].name()
-                ))
-            })?;
-        }
-        // Pieces of cached and freshly decoded multi-sample chunks.
-        for (k, f) in fresh.iter().enumerate() {
-            self.cache.insert(f.key, fresh_arcs[k].clone());
-        }
-        let mut by_slot: BTreeMap<usize, Vec<ScatterFrom>> = BTreeMap::new();
-        for c in &cached {
-            by_slot
-                .entry(c.slot)
-                .or_default()
-                .push((&c.bytes, &c.pieces));
-        }
-        for (k, f) in fresh.iter().enumerate() {
-            by_slot
-                .entry(f.slot)
-                .or_default()
-                .push((&fresh_arcs[k], &f.pieces));
-        }
-        for (slot, from) in by_slot {
-            pool::install_with(self.threads, || scatter(&from, outs[slot]))?;
-        }
-        for (slot, w) in library {
-            self.read_with_library(w, &rows, outs[slot])?;
         }
         Ok(())
+    }
+
+    /// `(dataset, file offset)`: the dataset and the chunk's address.
+    fn locate(&self, (w, addr): Tag, error: Error) -> Error {
+        error.at(format!(
+            "{}:{} (chunk at byte {addr})",
+            self.location,
+            self.datasets[w as usize].name()
+        ))
+    }
+
+    fn keep(&self, key: Tag, bytes: Arc<[u8]>) {
+        self.cache.insert(key, bytes);
+    }
+
+    /// libhdf5 reads dataset `w` itself.
+    fn fill(&self, rows: &Rows, (w, _): Tag, out: &mut [u8]) -> Result<()> {
+        self.read_with_library(w as usize, rows.as_slice(), out)
     }
 }

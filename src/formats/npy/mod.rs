@@ -1,21 +1,22 @@
-//! The NPY indexer: reads files' headers (parsed by [`crate::npy_header`]) and tells the
-//! engine where each sample's bytes are.
+//! NPY: one file a sample ([`NpyIndex`], a folder or list of same-shape `.npy` files), and
+//! whole files read as `numpy.load` reads them. Headers are parsed by [`header`].
+
+pub mod header;
 
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use crate::batch::pool::{self, Work};
+use crate::batch::source::{FileStamp, PathSet, Source};
+use crate::batch::{run_extents, ArraySpec, Dest, Extent, Index, Plan, Rows, Tag};
 use crate::codec::{Faults, Pipeline};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::exec::{execute_into, Dest, Extent};
-use crate::plan::{check_out_len, resolve_indices};
-use crate::pool;
-use crate::source::{FileStamp, PathSet};
 
-/// numpy's magic string, header limits and header parser (see [`crate::npy_header`]).
-pub use crate::npy_header::{
-    header_end, parse_header, Limits, NpyHeader, DEFAULT_MAX_HEADER_BYTES, MAGIC,
-};
+pub use header::{header_end, parse_header, Limits, NpyHeader, DEFAULT_MAX_HEADER_BYTES, MAGIC};
+
+/// The name of an NPY reader's one array.
+pub const ARRAY_NAME: &str = "data";
 
 const NPY_FAULTS: Faults = Faults::both(ErrorKind::NpyFormat);
 /// How much of a file is read to find its header in one go (numpy pads headers to 64 bytes).
@@ -30,7 +31,7 @@ pub fn read_file_header(path: &Path, limits: &Limits) -> Result<(NpyHeader, File
 /// the header; the data too when the file is small, see [`read_file_data`]).
 pub fn read_file_start(path: &Path, limits: &Limits) -> Result<(NpyHeader, FileStamp, Vec<u8>)> {
     let location = path.display().to_string();
-    let file = crate::source::open_regular(path)?;
+    let file = crate::batch::source::open_regular(path)?;
     let stamp = FileStamp::of(&file.metadata().map_err(|e| Error::io(&location, e))?);
     let file_len = stamp.len;
     let available = usize::try_from(file_len).unwrap_or(usize::MAX);
@@ -74,27 +75,37 @@ pub fn read_file_data(
     }
     let files = PathSet::new(vec![path.to_path_buf()], vec![stamp]);
     let extent = Extent::raw(0, header.data_offset as u64, header.data_len, Dest::At(0));
-    let work = pool::Work {
+    let work = Work {
         units: 1,
         bytes: header.data_len as u64,
     };
-    pool::install_sized(None, work, || {
-        execute_into(&files, std::slice::from_ref(&extent), out, NPY_FAULTS)
-    })
-    .map_err(|f| f.error)
+    let extents = std::slice::from_ref(&extent);
+    run_extents(
+        &files,
+        extents,
+        &mut [out],
+        NPY_FAULTS,
+        work,
+        None,
+        |_, e| e,
+    )
 }
 
-/// Many NPY files, one sample each, all of the same dtype and shape.
-pub struct NpySet {
+/// Many NPY files, one sample each, all of the same dtype and shape: one array, named
+/// [`ARRAY_NAME`].
+pub struct NpyIndex {
     files: PathSet,
     header: NpyHeader,
     data_offsets: Vec<usize>,
     pipelines: Vec<Pipeline>,
+    arrays: [ArraySpec; 1],
+    threads: Option<usize>,
 }
 
-impl NpySet {
-    /// Reads every header (in parallel) and checks that all samples agree.
-    pub fn open(paths: Vec<PathBuf>, limits: &Limits) -> Result<NpySet> {
+impl NpyIndex {
+    /// Reads every header (in parallel, on `threads` threads or the shared pool) and checks
+    /// that all samples agree.
+    pub fn open(paths: Vec<PathBuf>, limits: &Limits, threads: Option<usize>) -> Result<NpyIndex> {
         if paths.is_empty() {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
@@ -102,7 +113,9 @@ impl NpySet {
                 "NpyReader needs at least one file",
             ));
         }
-        let parsed = pool::try_map(&paths, |_, p| read_file_header(p, limits))?;
+        let parsed = pool::install_with(threads, || {
+            pool::try_map(&paths, |_, p| read_file_header(p, limits))
+        })?;
         let first = parsed[0].0.clone();
         for (path, (header, _)) in paths.iter().zip(&parsed) {
             if !header.same_array_type(&first) {
@@ -123,22 +136,22 @@ impl NpySet {
         let data_offsets = parsed.iter().map(|(h, _)| h.data_offset).collect();
         let pipelines = parsed.iter().map(|(h, _)| layout_pipeline(h)).collect();
         let stamps = parsed.iter().map(|(_, stamp)| *stamp).collect();
-        Ok(NpySet {
+        let arrays = [ArraySpec {
+            name: ARRAY_NAME.to_string(),
+            dtype: first.dtype.clone(),
+            shape: first.shape.clone(),
+        }];
+        Ok(NpyIndex {
             files: PathSet::new(paths, stamps),
             header: first,
             data_offsets,
             pipelines,
+            arrays,
+            threads,
         })
     }
 
-    pub fn len(&self) -> usize {
-        self.data_offsets.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.data_offsets.is_empty()
-    }
-
+    /// The element type.
     pub fn dtype(&self) -> &DType {
         &self.header.dtype
     }
@@ -148,46 +161,70 @@ impl NpySet {
         &self.header.shape
     }
 
+    /// Bytes of one sample.
     pub fn sample_bytes(&self) -> usize {
         self.header.data_len
     }
 
+    /// The files, in sample order.
     pub fn paths(&self) -> &[PathBuf] {
         self.files.paths()
     }
+}
 
-    /// How the reader is named in messages (see [`crate::plan::location_of`]).
-    pub fn location(&self) -> String {
-        crate::plan::location_of(self.files.paths())
+impl Index for NpyIndex {
+    fn len(&self) -> usize {
+        self.data_offsets.len()
     }
 
-    /// What reading `rows` samples costs (tiny batches run inline, see [`pool::Work`]).
-    pub fn work(&self, rows: usize) -> pool::Work {
-        pool::Work {
+    fn arrays(&self) -> &[ArraySpec] {
+        &self.arrays
+    }
+
+    fn location(&self) -> String {
+        crate::batch::tiling::location_of(self.files.paths())
+    }
+
+    fn faults(&self) -> Faults {
+        NPY_FAULTS
+    }
+
+    fn source(&self) -> &dyn Source {
+        &self.files
+    }
+
+    fn work(&self, rows: usize, _arrays: &[usize]) -> Work {
+        Work {
             units: rows,
             bytes: (rows as u64).saturating_mul(self.sample_bytes() as u64),
         }
     }
 
-    /// Reads the samples `idx` (negative counts from the end) into `out`, one after another,
-    /// each in C order. `out` must be exactly `idx.len() * sample_bytes()` long.
-    pub fn read_batch(&self, idx: &[i64], out: &mut [u8]) -> Result<()> {
-        let rows = resolve_indices(idx, self.len(), &self.location())?;
+    fn threads(&self) -> Option<usize> {
+        self.threads
+    }
+
+    fn plan(&self, rows: &Rows, _arrays: &[usize], plan: &mut Plan) -> Result<()> {
         let n = self.sample_bytes();
-        check_out_len(out.len(), rows.len(), n)?;
-        let extents: Vec<Extent> = rows
-            .iter()
-            .enumerate()
-            .map(|(k, &i)| Extent {
-                file: i as u32,
-                offset: self.data_offsets[i] as u64,
-                stored_len: n,
-                pipeline: self.pipelines[i].clone(),
-                decoded_len: n,
-                out: 0,
-                dest: Dest::At(k * n),
-            })
-            .collect();
-        pool::install(|| execute_into(&self.files, &extents, out, NPY_FAULTS)).map_err(|f| f.error)
+        for (k, &i) in rows.as_slice().iter().enumerate() {
+            plan.push(
+                Extent {
+                    file: i as u32,
+                    offset: self.data_offsets[i] as u64,
+                    stored_len: n,
+                    pipeline: self.pipelines[i].clone(),
+                    decoded_len: n,
+                    out: 0,
+                    dest: Dest::At(k * n),
+                },
+                (0, i as u64),
+            );
+        }
+        Ok(())
+    }
+
+    /// The executor names the file already; nothing to add.
+    fn locate(&self, _tag: Tag, error: Error) -> Error {
+        error
     }
 }

@@ -7,9 +7,9 @@ use std::collections::HashMap;
 use super::library::h5err;
 use super::meta::{DatasetMeta, Layout};
 use super::Hdf5Dataset;
+use crate::batch::tiling::Tiling;
 use crate::codec::{ChunkDecoder, FilterSpec};
 use crate::error::{Error, ErrorKind, Result};
-use crate::plan::Tiling;
 
 /// Which datasets a reader serves.
 #[derive(Debug, Clone)]

@@ -1,0 +1,309 @@
+//! The batch engine: every format is an [`Index`] over its bytes, and one [`read_batch`] reads
+//! batches for all of them.
+//!
+//! An index knows its samples and arrays, and for given rows plans where each piece of a
+//! sample is stored and how it is encoded (an [`Extent`]: a byte range of a file of its
+//! [`Source`], a decode [`Pipeline`](crate::codec::Pipeline) and a place in an output). The
+//! flow around that is written once, here: rows are resolved ([`Rows`]), the outputs checked,
+//! the plan executed on the pool ([`exec`]) with every write proven disjoint, already-decoded
+//! bytes copied in, and a failure labelled with the file, member or chunk it came from.
+//!
+//! Adding a format is one implementation of [`Index`]; adding a place bytes come from, one
+//! implementation of [`Source`]. README "Adding a format" walks through it.
+
+pub mod exec;
+pub mod pending;
+pub mod pool;
+pub mod source;
+pub mod tiling;
+
+use std::sync::Arc;
+
+use crate::codec::Faults;
+use crate::dtype::DType;
+use crate::error::{Error, ErrorKind, Result};
+pub use exec::{Dest, Extent, Piece};
+pub use pool::Work;
+pub use source::Source;
+
+/// One array every sample of an index holds: its name, element type and per-sample shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArraySpec {
+    /// How the array is named (an HDF5 dataset's path, an NPZ key, ...).
+    pub name: String,
+    /// Element type.
+    pub dtype: DType,
+    /// Shape of one sample.
+    pub shape: Vec<usize>,
+}
+
+impl ArraySpec {
+    /// Bytes of one sample of this array.
+    pub fn sample_bytes(&self) -> usize {
+        self.shape.iter().product::<usize>() * self.dtype.itemsize()
+    }
+}
+
+/// Sample indices resolved against an index's length: in range, negatives counted from the
+/// end, order and duplicates kept. Made only by [`Rows::resolve`], so a read never checks them
+/// twice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rows(Vec<usize>);
+
+impl Rows {
+    /// Resolves Python-style indices against `len` samples; an index out of range is an
+    /// `IndexError` naming `location` (the reader's file).
+    pub fn resolve(idx: &[i64], len: usize, location: &str) -> Result<Rows> {
+        tiling::resolve_indices(idx, len, location).map(Rows)
+    }
+
+    /// The rows, in batch order.
+    pub fn as_slice(&self) -> &[usize] {
+        &self.0
+    }
+
+    /// How many rows.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Which failure an extent's error is: an index's own label, turned into a location by
+/// [`Index::locate`] (a row, a member, a chunk's dataset and address, ...).
+pub type Tag = (u32, u64);
+
+/// Decoded bytes (a chunk of several samples) and the pieces of it a batch needs.
+#[derive(Debug)]
+pub struct Copy {
+    /// Which output (position in the batch's arrays).
+    pub slot: usize,
+    /// The bytes.
+    pub bytes: Arc<[u8]>,
+    /// What goes where.
+    pub pieces: Vec<Piece>,
+}
+
+/// A buffer the engine allocates for an extent that decodes bytes the index wants to keep (a
+/// chunk of several samples, kept for the next batch): the extent writes output
+/// `outputs + k` (the k-th scratch buffer), then its `pieces` are copied into `slot` and
+/// [`Index::keep`] gets the bytes with `key`.
+#[derive(Debug)]
+pub struct Scratch {
+    /// Which extent decodes into it.
+    pub extent: usize,
+    /// Its length.
+    pub len: usize,
+    /// Which output its pieces go to.
+    pub slot: usize,
+    /// What goes where.
+    pub pieces: Vec<Piece>,
+    /// What the index keeps it by.
+    pub key: Tag,
+}
+
+/// What an index plans for one batch.
+#[derive(Debug, Default)]
+pub struct Plan {
+    /// The reads, each with the tag its failure is labelled with.
+    pub extents: Vec<Extent>,
+    /// One tag per extent.
+    pub tags: Vec<Tag>,
+    /// Extents that decode into buffers of their own (see [`Scratch`]).
+    pub scratch: Vec<Scratch>,
+    /// Bytes already decoded, copied into the outputs after the extents ran.
+    pub copies: Vec<Copy>,
+    /// Outputs the index fills itself, after everything else ([`Index::fill`]): the slot and a
+    /// tag saying what to fill it with.
+    pub deferred: Vec<(usize, Tag)>,
+}
+
+impl Plan {
+    /// Adds an extent and its failure's tag.
+    pub fn push(&mut self, extent: Extent, tag: Tag) {
+        self.extents.push(extent);
+        self.tags.push(tag);
+    }
+}
+
+/// One format's knowledge of its bytes: the samples and arrays it holds, and where and how
+/// each is stored. [`read_batch`] does the rest.
+pub trait Index: Send + Sync {
+    /// Samples.
+    fn len(&self) -> usize;
+
+    /// Whether there are no samples.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The arrays every sample holds, in the order outputs are given.
+    fn arrays(&self) -> &[ArraySpec];
+
+    /// How errors name this index (its file, or its first file and how many more).
+    fn location(&self) -> String;
+
+    /// The error kinds bytes that do not decode are reported as.
+    fn faults(&self) -> Faults;
+
+    /// Where the extents of a plan read their bytes from.
+    fn source(&self) -> &dyn Source;
+
+    /// What reading `rows` of `arrays` costs (tiny reads run on the caller's thread).
+    fn work(&self, rows: usize, arrays: &[usize]) -> Work;
+
+    /// The pool to run on: `Some(n)` for a pool of its own of `n` threads.
+    fn threads(&self) -> Option<usize> {
+        None
+    }
+
+    /// Plans reading `rows` of the arrays at `arrays` into outputs `0..arrays.len()` (output
+    /// `k` holds array `arrays[k]`, one sample after another in C order).
+    fn plan(&self, rows: &Rows, arrays: &[usize], plan: &mut Plan) -> Result<()>;
+
+    /// Gives the error of the extent tagged `tag` its location (its file, member, chunk...).
+    fn locate(&self, tag: Tag, error: Error) -> Error;
+
+    /// Keeps decoded bytes a [`Scratch`] buffer received (a chunk cache), under `key`.
+    fn keep(&self, _key: Tag, _bytes: Arc<[u8]>) {}
+
+    /// Fills output `out` (of rows `rows`) as a [`Plan::deferred`] entry tagged `tag` asked.
+    fn fill(&self, _rows: &Rows, _tag: Tag, _out: &mut [u8]) -> Result<()> {
+        Err(Error::new(
+            ErrorKind::Internal,
+            "",
+            "internal planning error: a deferred output this index does not fill",
+        ))
+    }
+}
+
+/// Checks that `outs` are one output per array at `arrays`, each exactly `rows` samples long.
+pub fn check_outputs(
+    index: &dyn Index,
+    rows: usize,
+    arrays: &[usize],
+    outs: &[&mut [u8]],
+) -> Result<()> {
+    if arrays.len() != outs.len() {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            "",
+            "one output per array is needed",
+        ));
+    }
+    let specs = index.arrays();
+    for (&a, out) in arrays.iter().zip(outs) {
+        let spec = specs.get(a).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Internal,
+                "",
+                format!("array {a} of {} does not exist", specs.len()),
+            )
+        })?;
+        tiling::check_out_len(out.len(), rows, spec.sample_bytes())?;
+    }
+    Ok(())
+}
+
+/// Reads `rows` of the arrays at `arrays` of `index` into `outs` (one per array, each holding
+/// the samples one after another in C order): the one flow every format's batches take. Runs
+/// on the index's pool (inline when the caller already runs on a packread pool, or inside
+/// [`pool::run_inline`]).
+pub fn read_batch(
+    index: &dyn Index,
+    rows: &Rows,
+    arrays: &[usize],
+    outs: &mut [&mut [u8]],
+) -> Result<()> {
+    pool::install_with(index.threads(), || read_on_pool(index, rows, arrays, outs))
+}
+
+/// [`read_batch`] for raw indices (negatives count from the end), resolved here.
+pub fn read(
+    index: &dyn Index,
+    idx: &[i64],
+    arrays: &[usize],
+    outs: &mut [&mut [u8]],
+) -> Result<()> {
+    let rows = Rows::resolve(idx, index.len(), &index.location())?;
+    read_batch(index, &rows, arrays, outs)
+}
+
+fn read_on_pool(
+    index: &dyn Index,
+    rows: &Rows,
+    arrays: &[usize],
+    outs: &mut [&mut [u8]],
+) -> Result<()> {
+    check_outputs(index, rows.len(), arrays, outs)?;
+    let mut plan = Plan::default();
+    index.plan(rows, arrays, &mut plan)?;
+    let Plan {
+        mut extents,
+        tags,
+        scratch,
+        copies,
+        deferred,
+    } = plan;
+    // Scratch buffers are allocated as the index keeps them (one allocation, no copy after).
+    let mut buffers: Vec<Arc<[u8]>> = scratch
+        .iter()
+        .map(|s| std::iter::repeat_n(0u8, s.len).collect())
+        .collect();
+    for (k, s) in scratch.iter().enumerate() {
+        extents[s.extent].out = (outs.len() + k) as u32;
+    }
+    {
+        let mut all: Vec<&mut [u8]> = outs.iter_mut().map(|o| &mut **o).collect();
+        for b in &mut buffers {
+            all.push(Arc::get_mut(b).ok_or_else(|| {
+                Error::new(ErrorKind::Internal, "", "a scratch buffer is shared")
+            })?);
+        }
+        exec::execute(index.source(), &extents, &mut all, index.faults())
+            .map_err(|f| index.locate(tags[f.extent], f.error))?;
+    }
+    // Already-decoded bytes and the scratch buffers' pieces, output by output.
+    let mut by_slot: std::collections::BTreeMap<usize, Vec<exec::ScatterFrom<'_>>> =
+        Default::default();
+    for c in &copies {
+        by_slot
+            .entry(c.slot)
+            .or_default()
+            .push((&c.bytes, &c.pieces));
+    }
+    for (s, b) in scratch.iter().zip(&buffers) {
+        by_slot.entry(s.slot).or_default().push((b, &s.pieces));
+    }
+    for (slot, from) in by_slot {
+        exec::scatter(&from, outs[slot])?;
+    }
+    for (s, b) in scratch.into_iter().zip(buffers) {
+        index.keep(s.key, b);
+    }
+    for (slot, tag) in deferred {
+        index.fill(rows, tag, outs[slot])?;
+    }
+    Ok(())
+}
+
+/// Runs extents of `source` outside a batch (a whole member, a whole file) on the pool sized
+/// for `work`, labelling a failure through `locate`.
+pub fn run_extents(
+    source: &dyn Source,
+    extents: &[Extent],
+    outs: &mut [&mut [u8]],
+    faults: Faults,
+    work: Work,
+    threads: Option<usize>,
+    locate: impl Fn(usize, Error) -> Error,
+) -> Result<()> {
+    pool::install_sized(threads, work, || {
+        exec::execute(source, extents, outs, faults)
+    })
+    .map_err(|f| locate(f.extent, f.error))
+}

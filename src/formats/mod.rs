@@ -1,0 +1,8 @@
+//! The formats: each an [`Index`](crate::batch::Index) over its bytes, saying where a
+//! sample's bytes are and how they are encoded.
+
+#[cfg(feature = "hdf5")]
+pub mod hdf5;
+pub mod npy;
+pub mod npz;
+pub mod zip;

@@ -1,0 +1,75 @@
+//! Local headers: where a member's data starts, read and checked the first time the member is
+//! read.
+
+use std::sync::atomic::Ordering;
+
+use super::{bad, ZipIndex, LOCAL_HEADER_LEN};
+use crate::batch::source::Source;
+use crate::error::Result;
+
+const LOCAL_SIGNATURE: u32 = 0x0403_4b50;
+
+impl<S: Source> ZipIndex<S> {
+    /// Where member `i`'s data starts, reading and checking its local header the first time.
+    ///
+    /// The central directory is the authority for the member's method, sizes, CRC-32 and
+    /// encryption, as zipfile and unzip take it: the local header's copies of those fields (and
+    /// its ZIP64 extra field) are not compared, since writers leave them stale or zero (data
+    /// descriptors) and a damaged copy there does not touch the data. What the local header
+    /// must get right is its signature and the member's name; its name and extra lengths place
+    /// the data, which must then lie before the next member (overlapping members are refused)
+    /// and whose CRC-32 is checked against the directory's when it is read.
+    pub fn data_start(&self, i: usize) -> Result<u64> {
+        let m = &self.members[i];
+        let known = m.data_start.load(Ordering::Relaxed);
+        if known != 0 {
+            return Ok(known - 1);
+        }
+        let at = || self.member_location(i);
+        let fixed_end = m.header_offset + LOCAL_HEADER_LEN as u64;
+        if fixed_end > m.end_limit {
+            return Err(bad(&at(), "local header overlaps the next member"));
+        }
+        let mut h = [0u8; LOCAL_HEADER_LEN];
+        self.source
+            .read_at(0, m.header_offset, &mut h)
+            .map_err(|e| e.at(at()))?;
+        let u16_at = |o: usize| u16::from_le_bytes([h[o], h[o + 1]]);
+        let u32_at = |o: usize| u32::from_le_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
+        if u32_at(0) != LOCAL_SIGNATURE {
+            return Err(bad(
+                &at(),
+                format!("no local header at offset {}", m.header_offset),
+            ));
+        }
+        let (name_len, extra_len) = (usize::from(u16_at(26)), usize::from(u16_at(28)));
+        let data_start = fixed_end + (name_len + extra_len) as u64;
+        if name_len != m.name_raw.len() || data_start > m.end_limit {
+            return Err(bad(
+                &at(),
+                "local header disagrees with the central directory on the name",
+            ));
+        }
+        let mut name = vec![0u8; name_len];
+        self.source
+            .read_at(0, fixed_end, &mut name)
+            .map_err(|e| e.at(at()))?;
+        if *name != *m.name_raw {
+            return Err(bad(
+                &at(),
+                format!("local header names {:?}", String::from_utf8_lossy(&name)),
+            ));
+        }
+        if data_start
+            .checked_add(m.compressed_size)
+            .is_none_or(|end| end > m.end_limit)
+        {
+            return Err(bad(
+                &at(),
+                "member data overlaps the next member or the central directory",
+            ));
+        }
+        m.data_start.store(data_start + 1, Ordering::Relaxed);
+        Ok(data_start)
+    }
+}
