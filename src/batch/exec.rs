@@ -5,7 +5,7 @@ use std::cell::RefCell;
 
 use rayon::prelude::*;
 
-use super::source::Source;
+use super::source::{Coalesce, Source};
 pub use super::tiling::Piece;
 use crate::codec::{inflate_stream, Faults, Pipeline};
 use crate::error::{Error, ErrorKind};
@@ -228,7 +228,8 @@ struct Task<'o> {
 /// Runs `extents` on the current packread pool (see [`crate::batch::pool::install`]), or on this
 /// thread when the batch runs inline ([`crate::batch::pool::is_inline`]), filling `outs`. Bytes that
 /// fail to decode are reported with the format's own `faults` (malformed NPY, bad ZIP, bad
-/// HDF5 chunk); errors name the file they came from.
+/// HDF5 chunk); errors name the file they came from. A source that wants reads merged
+/// ([`Source::coalesce`]) is read one group of nearby extents at a time.
 pub fn execute(
     source: &dyn Source,
     extents: &[Extent],
@@ -236,6 +237,9 @@ pub fn execute(
     faults: Faults,
 ) -> Result<(), Failure> {
     let targets = carve(extents, outs)?;
+    if let Some(c) = source.coalesce().filter(|_| extents.len() > 1) {
+        return execute_grouped(source, extents, targets, faults, c);
+    }
     let mut tasks = Vec::with_capacity(extents.len());
     for (i, (e, target)) in extents.iter().zip(targets).enumerate() {
         match target {
@@ -257,22 +261,146 @@ pub fn execute(
     }
     let one = |t: Task<'_>| {
         let e = &extents[t.extent];
-        run(source, e, t.start, t.target, faults).map_err(|error| {
-            let error = if error.location().is_empty() {
-                error.at(source.name(e.file))
-            } else {
-                error
-            };
-            Failure {
-                extent: t.extent,
-                error,
-            }
-        })
+        run(source, e, t.start, t.target, faults)
+            .map_err(|error| failed(source, e, t.extent, error))
     };
     if tasks.len() <= 1 || crate::batch::pool::is_inline() {
         tasks.into_iter().try_for_each(one)
     } else {
         tasks.into_par_iter().try_for_each(one)
+    }
+}
+
+/// The failure of extent `i`, its error naming the extent's file unless it names a place.
+fn failed(source: &dyn Source, e: &Extent, i: usize, error: Error) -> Failure {
+    let error = if error.location().is_empty() {
+        error.at(source.name(e.file))
+    } else {
+        error
+    };
+    Failure { extent: i, error }
+}
+
+/// The groups of extents one read each fetches: the extents of one file, by offset, merged
+/// while the next starts at most `c.gap` bytes past the group's end and the group's span
+/// stays within `c.max_len`. Every extent is in exactly one group; an extent longer than
+/// `c.max_len` is a group of its own.
+pub fn coalesce(extents: &[Extent], c: Coalesce) -> Vec<Vec<usize>> {
+    let mut order: Vec<usize> = (0..extents.len()).collect();
+    order.sort_by_key(|&i| (extents[i].file, extents[i].offset));
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    // The open group's file and byte span.
+    let mut span = (u32::MAX, 0u64, 0u64);
+    for i in order {
+        let e = &extents[i];
+        let end = e.offset.saturating_add(e.stored_len as u64);
+        let (file, start, open_end) = span;
+        let joins = !groups.is_empty()
+            && file == e.file
+            && e.offset <= open_end.saturating_add(c.gap)
+            && end.max(open_end) - start <= c.max_len;
+        match groups.last_mut() {
+            Some(group) if joins => {
+                group.push(i);
+                span.2 = open_end.max(end);
+            }
+            _ => {
+                groups.push(vec![i]);
+                span = (e.file, e.offset, end);
+            }
+        }
+    }
+    groups
+}
+
+/// [`execute`] for a source that merges reads: each group of [`coalesce`] is one task, one
+/// read of the group's span, and its extents decode from those bytes.
+fn execute_grouped(
+    source: &dyn Source,
+    extents: &[Extent],
+    targets: Vec<Target<'_>>,
+    faults: Faults,
+    c: Coalesce,
+) -> Result<(), Failure> {
+    let mut targets: Vec<Option<Target<'_>>> = targets.into_iter().map(Some).collect();
+    let tasks: Vec<Vec<(usize, Target<'_>)>> = coalesce(extents, c)
+        .into_iter()
+        .map(|group| {
+            group
+                .into_iter()
+                .map(|i| (i, targets[i].take().expect("each extent is in one group")))
+                .collect()
+        })
+        .collect();
+    let one = |group: Vec<(usize, Target<'_>)>| -> Result<(), Failure> {
+        let first = &extents[group[0].0];
+        if group.len() == 1 {
+            let (i, target) = group.into_iter().next().expect("one extent");
+            return run(source, first, 0, target, faults)
+                .map_err(|error| failed(source, first, i, error));
+        }
+        let start = first.offset;
+        let end = group
+            .iter()
+            .map(|(i, _)| extents[*i].offset + extents[*i].stored_len as u64)
+            .max()
+            .unwrap_or(start);
+        let mut bytes = vec![0u8; (end - start) as usize];
+        source
+            .read_at(first.file, start, &mut bytes)
+            .map_err(|error| failed(source, first, group[0].0, error))?;
+        let held = Held {
+            source,
+            file: first.file,
+            start,
+            bytes: &bytes,
+        };
+        for (i, target) in group {
+            let e = &extents[i];
+            run(&held, e, 0, target, faults).map_err(|error| failed(source, e, i, error))?;
+        }
+        Ok(())
+    };
+    if tasks.len() <= 1 || crate::batch::pool::is_inline() {
+        tasks.into_iter().try_for_each(one)
+    } else {
+        tasks.into_par_iter().try_for_each(one)
+    }
+}
+
+/// A group's bytes, fetched by one read of `source`, served to its extents.
+struct Held<'a> {
+    source: &'a dyn Source,
+    file: u32,
+    start: u64,
+    bytes: &'a [u8],
+}
+
+impl Source for Held<'_> {
+    fn read_at(&self, file: u32, offset: u64, buf: &mut [u8]) -> Result<(), Error> {
+        let at = offset
+            .checked_sub(self.start)
+            .and_then(|at| usize::try_from(at).ok());
+        let held = at
+            .and_then(|at| Some(at..at.checked_add(buf.len())?))
+            .and_then(|range| self.bytes.get(range))
+            .filter(|_| file == self.file)
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Internal,
+                    self.source.name(file),
+                    format!(
+                        "internal planning error: {} bytes at {offset} are not in the group read",
+                        buf.len()
+                    ),
+                )
+            })?;
+        buf.copy_from_slice(held);
+        Ok(())
+    }
+
+    fn name(&self, file: u32) -> String {
+        self.source.name(file)
     }
 }
 
@@ -387,6 +515,159 @@ pub fn scatter(from: &[ScatterFrom<'_>], out: &mut [u8]) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::{Step, Wrapper};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Files in memory that count their reads, merging them or not.
+    struct Counting {
+        files: Vec<Vec<u8>>,
+        reads: AtomicUsize,
+        coalesce: Option<Coalesce>,
+    }
+
+    impl Source for Counting {
+        fn read_at(&self, file: u32, offset: u64, buf: &mut [u8]) -> Result<(), Error> {
+            self.reads.fetch_add(1, Ordering::Relaxed);
+            let bytes = &self.files[file as usize];
+            let at = offset as usize;
+            let src = bytes
+                .get(at..at + buf.len())
+                .ok_or_else(|| Error::new(ErrorKind::Io, self.name(file), "read past the end"))?;
+            buf.copy_from_slice(src);
+            Ok(())
+        }
+
+        fn name(&self, file: u32) -> String {
+            format!("file{file}")
+        }
+
+        fn coalesce(&self) -> Option<Coalesce> {
+            self.coalesce
+        }
+    }
+
+    fn extent(file: u32, offset: u64, len: usize, dst: usize) -> Extent {
+        Extent::raw(file, offset, len, Dest::At(dst))
+    }
+
+    #[test]
+    fn groups_merge_nearby_reads_of_one_file_within_the_span_limit() {
+        let c = Coalesce {
+            gap: 10,
+            max_len: 100,
+        };
+        let extents = [
+            extent(0, 50, 10, 0),  // 0: 50..60
+            extent(1, 0, 10, 10),  // 1: another file
+            extent(0, 0, 10, 20),  // 2: 0..10
+            extent(0, 15, 5, 30),  // 3: 15..20, 5 past extent 2
+            extent(0, 31, 4, 40),  // 4: 31..35, 11 past extent 3: a new group
+            extent(0, 35, 70, 50), // 5: 35..105, the group would span 74 bytes
+            extent(0, 90, 30, 60), // 6: 90..120, overlapping; would span 89
+            extent(0, 121, 9, 70), // 7: the span would be 99
+            extent(1, 5, 500, 80), // 8: longer than max_len, after extent 1
+        ];
+        let groups = coalesce(&extents, c);
+        assert_eq!(
+            groups,
+            vec![vec![2, 3], vec![4, 5, 0, 6, 7], vec![1], vec![8]]
+        );
+        let mut seen: Vec<usize> = groups.concat();
+        seen.sort();
+        assert_eq!(seen, (0..extents.len()).collect::<Vec<_>>());
+    }
+
+    /// A source that merges reads fills the outputs exactly as one that does not, with one
+    /// read per group, decoded extents and scatters included; errors name the failing file.
+    #[test]
+    fn grouped_reads_give_the_same_bytes_with_fewer_reads() {
+        let data: Vec<u8> = (0..4096u32).map(|i| (i * 7 % 251) as u8).collect();
+        let payload: Vec<u8> = (0..3000u32).map(|i| (i % 13) as u8).collect();
+        let deflated = miniz_oxide::deflate::compress_to_vec(&payload, 6);
+        let mut file1 = vec![9u8; 100];
+        file1.extend_from_slice(&deflated);
+        let inflate = Extent {
+            file: 1,
+            offset: 100,
+            stored_len: deflated.len(),
+            pipeline: Pipeline::new(vec![Step::Inflate(Wrapper::Raw)]),
+            decoded_len: payload.len(),
+            out: 1,
+            dest: Dest::At(0),
+        };
+        let scatter = Extent {
+            file: 0,
+            offset: 1000,
+            stored_len: 64,
+            pipeline: Pipeline::identity(),
+            decoded_len: 64,
+            out: 0,
+            dest: Dest::Scatter(vec![
+                Piece {
+                    src: 0,
+                    dst: 800,
+                    len: 8,
+                },
+                Piece {
+                    src: 56,
+                    dst: 808,
+                    len: 8,
+                },
+            ]),
+        };
+        let extents: Vec<Extent> = (0..40)
+            .map(|k| extent(0, (k * 97 % 40) * 24, 20, k as usize * 20))
+            .chain([inflate, scatter, extent(1, 0, 100, 816)])
+            .collect();
+        let run_on = |coalesce| {
+            let source = Counting {
+                files: vec![data.clone(), file1.clone()],
+                reads: AtomicUsize::new(0),
+                coalesce,
+            };
+            let (mut a, mut b) = (vec![0u8; 916], vec![0u8; payload.len()]);
+            execute(
+                &source,
+                &extents,
+                &mut [&mut a, &mut b],
+                Faults::both(ErrorKind::BadZip),
+            )
+            .unwrap();
+            (a, b, source.reads.into_inner())
+        };
+        let (a, b, plain_reads) = run_on(None);
+        assert_eq!(b, payload);
+        assert_eq!(&a[..20], &data[..20]);
+        assert_eq!(&a[800..808], &data[1000..1008]);
+        assert_eq!(&a[816..916], &file1[..100]);
+        assert_eq!(plain_reads, extents.len());
+        let c = Coalesce {
+            gap: 4,
+            max_len: 1 << 20,
+        };
+        let (ga, gb, grouped_reads) = run_on(Some(c));
+        assert_eq!((ga, gb), (a, b));
+        // File 0: the 40 extents tile 0..956 with gaps of 4 (one read), and 1000..1064 is
+        // 44 past them (another); file 1: 0..100 and the deflated bytes right after (one).
+        assert_eq!(grouped_reads, 3);
+        assert_eq!(coalesce(&extents, c).len(), 3);
+
+        // A group whose read fails names its file; a decode failure names the extent's file.
+        let short = Counting {
+            files: vec![data[..500].to_vec(), file1[..file1.len() - 4].to_vec()],
+            reads: AtomicUsize::new(0),
+            coalesce: Some(c),
+        };
+        let (mut a, mut b) = (vec![0u8; 916], vec![0u8; payload.len()]);
+        let f = execute(
+            &short,
+            &extents,
+            &mut [&mut a, &mut b],
+            Faults::both(ErrorKind::BadZip),
+        )
+        .unwrap_err();
+        assert!(f.error.location().starts_with("file"), "{:?}", f.error);
+    }
 
     fn write(out: usize, dst: usize, len: usize, extent: usize) -> Write {
         Write {

@@ -9,12 +9,32 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, ErrorKind, Result};
 
-/// A set of files the extents of a batch address by number.
+/// A set of files the extents of a batch address by number: local files, bytes in memory, or
+/// (a later byte source) objects fetched by ranged requests.
 pub trait Source: Sync {
     /// Fills `buf` from `file` starting at `offset`; a short file is an error.
     fn read_at(&self, file: u32, offset: u64, buf: &mut [u8]) -> Result<()>;
     /// How `file` is named in error messages.
     fn name(&self, file: u32) -> String;
+    /// Whether nearby reads of one file are better fetched as one. `None` (local files, memory):
+    /// every extent reads its own bytes, since a `pread` costs a system call and merging would
+    /// copy bytes twice. A source whose every read costs a round trip (object storage) says
+    /// how far apart two reads may be and how long one merged read may grow; the executor then
+    /// fetches each group of extents with one read ([`crate::batch::exec::coalesce`]).
+    fn coalesce(&self) -> Option<Coalesce> {
+        None
+    }
+}
+
+/// How a [`Source`] wants reads merged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Coalesce {
+    /// Two reads of one file at most this many bytes apart are fetched as one, the bytes
+    /// between them read and dropped.
+    pub gap: u64,
+    /// A merged read grows to at most this many bytes (one read longer than this on its own
+    /// is still one read).
+    pub max_len: u64,
 }
 
 /// Opens `path` for reading if it is a regular file, the one way every entry point opens a

@@ -285,6 +285,22 @@ pub enum Content {
     Bytes { key: String, member: usize },
 }
 
+impl Content {
+    /// Where a whole-archive load may view this array in place in the archive's bytes (which
+    /// start at address `base`) instead of copying it: the byte offset of its data, when it is
+    /// a stored (not deflated), non-empty array whose data sits at a multiple of `align` (its
+    /// dtype's alignment, as numpy computes it). `None`: read it into an array of its own.
+    pub fn in_place_offset(&self, base: usize, align: usize) -> Option<usize> {
+        let Content::Array { header, data, .. } = self else {
+            return None;
+        };
+        let offset = usize::try_from(data.data_start).ok()? + header.data_offset;
+        let count: usize = header.shape.iter().product();
+        let viewable = data.is_stored() && count > 0 && header.dtype.itemsize() > 0;
+        (viewable && base.checked_add(offset)? % align.max(1) == 0).then_some(offset)
+    }
+}
+
 fn expect(header: &NpyHeader, limits: &ZipLimits, keep_layout: bool) -> NpyExpect {
     NpyExpect {
         dtype: header.dtype.clone(),

@@ -64,8 +64,7 @@ fn parse_npy_buffer<'py>(
     let (ptr, len) = (bytes.as_ptr(), bytes.len());
     let header = npy::parse_header(bytes, len, "<buffer>", &limits(max_header_size)).py_err(py)?;
     let dtype = numpy_dtype(py, &header.dtype)?;
-    let align = dtype.alignment().max(1);
-    let aligned = (ptr as usize + header.data_offset) % align == 0;
+    let aligned = header.data_aligned(ptr as usize, dtype.alignment());
     (
         dtype,
         header.fortran_order,

@@ -276,31 +276,28 @@ fn load_contents<'py, S: Source>(
     let mut slots: Vec<(String, Option<usize>, Option<Bound<'py, PyAny>>)> = Vec::new();
     for content in contents {
         match content {
-            Content::Array {
-                key, header, data, ..
-            } => {
+            Content::Array { key, header, .. } => {
                 let dtype = numpy_dtype(py, &header.dtype)?;
-                if let (Some((buffer, base)), true) = (in_memory, data.is_stored()) {
-                    let offset = data.data_start as usize + header.data_offset;
-                    let align = dtype.alignment().max(1);
+                let view = in_memory.and_then(|(buffer, base)| {
+                    Some((buffer, content.in_place_offset(base, dtype.alignment())?))
+                });
+                if let Some((buffer, offset)) = view {
                     let count: usize = header.shape.iter().product();
-                    if (base + offset) % align == 0 && count > 0 && dtype.itemsize() > 0 {
-                        let kwargs = PyDict::new(py);
-                        kwargs.set_item("dtype", &dtype)?;
-                        kwargs.set_item("count", count)?;
-                        kwargs.set_item("offset", offset)?;
-                        let flat = numpy.call_method("frombuffer", (buffer,), Some(&kwargs))?;
-                        flat.getattr("flags")?.setattr("writeable", false)?;
-                        let shaped = if header.fortran_order {
-                            let rev: Vec<usize> = header.shape.iter().rev().copied().collect();
-                            flat.call_method1("reshape", (PyTuple::new(py, rev)?,))?
-                                .getattr("T")?
-                        } else {
-                            flat.call_method1("reshape", (PyTuple::new(py, &header.shape)?,))?
-                        };
-                        slots.push((key.clone(), None, Some(shaped)));
-                        continue;
-                    }
+                    let kwargs = PyDict::new(py);
+                    kwargs.set_item("dtype", &dtype)?;
+                    kwargs.set_item("count", count)?;
+                    kwargs.set_item("offset", offset)?;
+                    let flat = numpy.call_method("frombuffer", (buffer,), Some(&kwargs))?;
+                    flat.getattr("flags")?.setattr("writeable", false)?;
+                    let shaped = if header.fortran_order {
+                        let rev: Vec<usize> = header.shape.iter().rev().copied().collect();
+                        flat.call_method1("reshape", (PyTuple::new(py, rev)?,))?
+                            .getattr("T")?
+                    } else {
+                        flat.call_method1("reshape", (PyTuple::new(py, &header.shape)?,))?
+                    };
+                    slots.push((key.clone(), None, Some(shaped)));
+                    continue;
                 }
                 let arr = empty(py, &header.shape, &dtype, header.fortran_order)?;
                 slots.push((key.clone(), Some(arrays.len()), None));

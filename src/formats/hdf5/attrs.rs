@@ -20,6 +20,7 @@ use hdf5_sys::h5t::{
     H5Tis_variable_str, H5Treclaim, H5Tset_cset, H5Tset_size, H5T_C_S1, H5T_VARIABLE,
 };
 
+use super::handle::Handle;
 use super::types::{descr_of, Conventions};
 use crate::dtype::DType;
 
@@ -64,17 +65,6 @@ pub enum AttrValue {
     Empty,
 }
 
-struct Owned(hid_t, unsafe extern "C" fn(hid_t) -> i32);
-
-impl Drop for Owned {
-    fn drop(&mut self) {
-        if self.0 >= 0 {
-            // SAFETY: an id opened here.
-            unsafe { (self.1)(self.0) };
-        }
-    }
-}
-
 /// The attributes of object `obj`, in name order.
 ///
 /// # Safety
@@ -88,7 +78,7 @@ pub unsafe fn attributes(obj: hid_t, conv: Conventions) -> Vec<(String, AttrValu
         }
         let mut out = Vec::new();
         for i in 0..info.num_attrs {
-            let attr = Owned(
+            let attr = Handle(
                 H5Aopen_by_idx(
                     obj,
                     c".".as_ptr(),
@@ -125,8 +115,8 @@ pub unsafe fn attributes(obj: hid_t, conv: Conventions) -> Vec<(String, AttrValu
 unsafe fn value(attr: hid_t, conv: Conventions) -> Option<AttrValue> {
     // SAFETY: the caller's contract (see `# Safety`): valid libhdf5 ids, its lock held.
     unsafe {
-        let space = Owned(H5Aget_space(attr), H5Sclose);
-        let ftype = Owned(H5Aget_type(attr), H5Tclose);
+        let space = Handle(H5Aget_space(attr), H5Sclose);
+        let ftype = Handle(H5Aget_type(attr), H5Tclose);
         if space.0 < 0 || ftype.0 < 0 {
             return None;
         }
@@ -147,7 +137,7 @@ unsafe fn value(attr: hid_t, conv: Conventions) -> Option<AttrValue> {
             return None;
         }
         if H5Tget_class(ftype.0) == H5T_class_t::H5T_STRING && H5Tis_variable_str(ftype.0) > 0 {
-            let mtype = Owned(H5Tcopy(*H5T_C_S1), H5Tclose);
+            let mtype = Handle(H5Tcopy(*H5T_C_S1), H5Tclose);
             H5Tset_size(mtype.0, H5T_VARIABLE);
             H5Tset_cset(mtype.0, H5Tget_cset(ftype.0));
             let mut ptrs: Vec<*mut c_char> = vec![std::ptr::null_mut(); count.max(1)];
@@ -174,7 +164,7 @@ unsafe fn value(attr: hid_t, conv: Conventions) -> Option<AttrValue> {
         }
         // PyTables gives attributes in native byte order, h5py as stored.
         let mtype = if conv == Conventions::PyTables {
-            Owned(
+            Handle(
                 hdf5_sys::h5t::H5Tget_native_type(
                     ftype.0,
                     hdf5_sys::h5t::H5T_direction_t::H5T_DIR_DEFAULT,
@@ -182,7 +172,7 @@ unsafe fn value(attr: hid_t, conv: Conventions) -> Option<AttrValue> {
                 H5Tclose,
             )
         } else {
-            Owned(H5Tcopy(ftype.0), H5Tclose)
+            Handle(H5Tcopy(ftype.0), H5Tclose)
         };
         if mtype.0 < 0 {
             return None;

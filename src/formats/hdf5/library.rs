@@ -11,12 +11,9 @@ use hdf5_sys::h5p::H5P_DEFAULT;
 use hdf5_sys::h5s::{H5S_seloper_t, H5Sclose, H5Screate_simple, H5Sselect_hyperslab};
 use hdf5_sys::h5t::H5Tclose;
 
+use super::handle::{h5err, Handle};
 use super::{memory, Hdf5File};
-use crate::error::{Error, ErrorKind, Result};
-
-pub(crate) fn h5err(location: &str, msg: impl Into<String>) -> Error {
-    Error::new(ErrorKind::Hdf5, location, msg)
-}
+use crate::error::Result;
 
 extern "C" {
     // Declared here: the binding in hdf5-sys takes a pointer, the C function an unsigned int.
@@ -136,9 +133,18 @@ impl Hdf5File {
             mem_dims[0] = 1;
             // SAFETY: valid ids, HDF5 lock held; each read fills exactly `sb` bytes of `out`.
             unsafe {
-                let ftype = H5Dget_type(h5ds.id());
-                let fspace = H5Dget_space(h5ds.id());
-                let mspace = H5Screate_simple(rank as i32, mem_dims.as_ptr(), std::ptr::null());
+                let opened = |id, close, what| {
+                    Handle::checked(id, close)
+                        .ok_or_else(|| h5err(&at, format!("libhdf5 could not make {what}")))
+                };
+                let ftype = opened(H5Dget_type(h5ds.id()), H5Tclose, "the file type")?;
+                let fspace = opened(H5Dget_space(h5ds.id()), H5Sclose, "the dataspace")?;
+                let mspace = opened(
+                    H5Screate_simple(rank as i32, mem_dims.as_ptr(), std::ptr::null()),
+                    H5Sclose,
+                    "a memory dataspace",
+                )?;
+                let (ftype, fspace, mspace) = (ftype.0, fspace.0, mspace.0);
                 let mut result = Ok(());
                 for (k, &i) in rows.iter().enumerate() {
                     let mut start = vec![0u64; rank];
@@ -170,9 +176,6 @@ impl Hdf5File {
                         break;
                     }
                 }
-                H5Sclose(mspace);
-                H5Sclose(fspace);
-                H5Tclose(ftype);
                 result
             }
         })

@@ -6,6 +6,7 @@
 mod attrs;
 mod cache;
 mod filters;
+mod handle;
 mod library;
 mod memory;
 mod meta;
@@ -20,13 +21,13 @@ use std::sync::Arc;
 
 pub use attrs::AttrValue;
 pub use cache::ChunkCache;
-pub(crate) use library::h5err;
+pub(crate) use handle::h5err;
 use library::{with_library, LibraryHandle};
 pub use memory::MemoryFile;
-pub use meta::{ChunkLoc, DatasetMeta, Filter, Layout, Vlen, VlenKind};
+pub use meta::{ChunkLoc, DatasetMeta, Filter, Layout};
 pub use select::Selection;
 use select::{normalize, select, ReadPath};
-pub use vlen::{RaggedBatch, RaggedPlan};
+pub use vlen::{RaggedBatch, RaggedPlan, Vlen, VlenKind};
 
 use crate::batch::pool;
 use crate::batch::source::{SharedFile, Source};

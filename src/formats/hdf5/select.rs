@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::library::h5err;
+use super::handle::h5err;
 use super::meta::{DatasetMeta, Layout};
 use super::Hdf5Dataset;
 use crate::batch::tiling::Tiling;

@@ -15,27 +15,14 @@ use hdf5_sys::h5t::{
     H5Tis_variable_str,
 };
 
+use super::handle::Handle;
 use crate::dtype::literal::Literal;
 
 /// Deepest nesting of compound and array types followed.
 const MAX_DEPTH: usize = 8;
 
-/// A datatype id closed on drop.
-struct TypeId(hid_t);
-
-impl Drop for TypeId {
-    fn drop(&mut self) {
-        // SAFETY: an id this module opened and owns.
-        unsafe { H5Tclose(self.0) };
-    }
-}
-
-fn owned(id: hid_t, what: &str) -> Result<TypeId, String> {
-    if id < 0 {
-        Err(format!("cannot read the {what} datatype"))
-    } else {
-        Ok(TypeId(id))
-    }
+fn owned(id: hid_t, what: &str) -> Result<Handle, String> {
+    Handle::checked(id, H5Tclose).ok_or_else(|| format!("cannot read the {what} datatype"))
 }
 
 fn order_char(type_id: hid_t, size: usize) -> char {

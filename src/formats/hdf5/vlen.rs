@@ -28,12 +28,163 @@ use hdf5_sys::h5t::{
 };
 use rayon::prelude::*;
 
-use super::meta::Vlen;
+use super::handle::{Close, Handle};
+use super::meta::FileFacts;
+use super::types::descr_of;
 use super::{h5err, with_library, Hdf5Dataset, Hdf5File};
 use crate::batch::pool;
 use crate::batch::source::Source;
 use crate::batch::Rows;
+use crate::dtype::literal::Literal;
+use crate::dtype::DType;
 use crate::error::Result;
+
+/// What the elements of a variable-length dataset hold.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Vlen {
+    /// The element type of each sequence, with the shape of one element (PyTables atoms may
+    /// have one).
+    pub base: DType,
+    pub elem_shape: Vec<usize>,
+    pub kind: VlenKind,
+    /// HDF5 variable-length strings are C strings: a sequence ends at its first NUL, as libhdf5
+    /// (so h5py) reads it. Byte sequences stored as uint8 (PyTables' `VLStringAtom`, h5py's
+    /// `vlen_dtype(uint8)`) are kept whole.
+    pub nul_terminated: bool,
+    /// Bytes of one stored element: sequence length (u32), heap collection address, index.
+    pub id_bytes: usize,
+    pub sizeof_addr: usize,
+    pub sizeof_size: usize,
+}
+
+/// How a sequence reads in Python.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VlenKind {
+    /// An array of the base type.
+    Array,
+    /// A variable-length string (h5py's `string_dtype()`, PyTables' `VLStringAtom`): bytes.
+    Bytes,
+    /// PyTables' `VLUnicodeAtom` (UCS-4 code points): str.
+    Unicode,
+}
+
+/// The variable-length description of `ftype`: `None` if it is not variable-length,
+/// `Some(Err)` if it is but cannot be read.
+pub(super) unsafe fn vlen_of(
+    ftype: hid_t,
+    facts: FileFacts,
+    ds: hid_t,
+) -> Option<std::result::Result<Vlen, String>> {
+    // SAFETY: the caller's contract (see `# Safety`): valid libhdf5 ids, its lock held.
+    unsafe {
+        use hdf5_sys::h5t::{
+            H5T_class_t, H5Tget_array_dims2, H5Tget_array_ndims, H5Tget_class, H5Tget_super,
+            H5Tis_variable_str,
+        };
+        let class = H5Tget_class(ftype);
+        let string = class == H5T_class_t::H5T_STRING && H5Tis_variable_str(ftype) > 0;
+        if class != H5T_class_t::H5T_VLEN && !string {
+            return None;
+        }
+        let id_bytes = 4 + facts.sizeof_addr + 4;
+        let make = |base: &str, elem_shape: Vec<usize>, kind| {
+            DType::from_descr(Literal::Str(base.into()))
+                .map(|base| Vlen {
+                    base,
+                    elem_shape,
+                    kind,
+                    nul_terminated: string,
+                    id_bytes,
+                    sizeof_addr: facts.sizeof_addr,
+                    sizeof_size: facts.sizeof_size,
+                })
+                .map_err(|e| format!("{e:?}"))
+        };
+        if string {
+            return Some(make("|u1", vec![], VlenKind::Bytes));
+        }
+        let base = H5Tget_super(ftype);
+        if base < 0 {
+            return Some(Err("cannot read the variable-length base type".into()));
+        }
+        let base = Handle(base, H5Tclose);
+        // An array base type (a PyTables atom with a shape): each element is that array.
+        let (elem, elem_shape) = if H5Tget_class(base.0) == H5T_class_t::H5T_ARRAY {
+            let n = H5Tget_array_ndims(base.0);
+            if !(1..=32).contains(&n) {
+                return Some(Err("variable-length base array has an invalid rank".into()));
+            }
+            let mut dims = vec![0u64; n as usize];
+            H5Tget_array_dims2(base.0, dims.as_mut_ptr());
+            let inner = H5Tget_super(base.0);
+            if inner < 0 {
+                return Some(Err("cannot read the variable-length base type".into()));
+            }
+            (
+                Handle(inner, H5Tclose),
+                dims.iter().map(|&d| d as usize).collect(),
+            )
+        } else {
+            (Handle(hdf5_sys::h5t::H5Tcopy(base.0), H5Tclose), vec![])
+        };
+        if H5Tget_class(elem.0) == H5T_class_t::H5T_VLEN || H5Tis_variable_str(elem.0) > 0 {
+            return Some(Err("nested variable-length data is not supported".into()));
+        }
+        let descr = match descr_of(elem.0, facts.conv) {
+            Ok(Literal::Str(s)) => s,
+            Ok(_) => {
+                return Some(Err(
+                    "variable-length sequences of records are not supported".into(),
+                ))
+            }
+            Err(e) => return Some(Err(format!("variable-length base type: {e}"))),
+        };
+        let pseudo = pytables_pseudo_atom(ds);
+        let kind = match pseudo.as_deref() {
+            Some("vlstring") => VlenKind::Bytes,
+            Some("vlunicode") => VlenKind::Unicode,
+            Some("object") => {
+                return Some(Err(
+                    "PyTables ObjectAtom rows are pickles; packread never unpickles".into(),
+                ))
+            }
+            _ => VlenKind::Array,
+        };
+        Some(make(&descr, elem_shape, kind))
+    }
+}
+
+/// PyTables' `PSEUDOATOM` attribute of a VLArray (`vlstring`, `vlunicode`, `object`).
+unsafe fn pytables_pseudo_atom(ds: hid_t) -> Option<String> {
+    // SAFETY: the caller's contract (see `# Safety`): valid libhdf5 ids, its lock held.
+    unsafe {
+        use hdf5_sys::h5a::{H5Aclose, H5Aexists, H5Aget_type, H5Aopen, H5Aread};
+        use hdf5_sys::h5t::{H5Tget_size, H5Tis_variable_str};
+        let name = c"PSEUDOATOM";
+        if H5Aexists(ds, name.as_ptr()) <= 0 {
+            return None;
+        }
+        let attr = H5Aopen(ds, name.as_ptr(), H5P_DEFAULT);
+        if attr < 0 {
+            return None;
+        }
+        let attr = Handle(attr, H5Aclose);
+        let atype = Handle(H5Aget_type(attr.0), H5Tclose);
+        if atype.0 < 0 || H5Tis_variable_str(atype.0) > 0 {
+            return None;
+        }
+        let size = H5Tget_size(atype.0);
+        if size == 0 || size > 64 {
+            return None;
+        }
+        let mut buf = vec![0u8; size];
+        if H5Aread(attr.0, atype.0, buf.as_mut_ptr().cast()) < 0 {
+            return None;
+        }
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(size);
+        Some(String::from_utf8_lossy(&buf[..end]).into_owned())
+    }
+}
 
 /// The largest global heap collection read (libhdf5 makes them 4 KiB, or one object's size).
 const MAX_COLLECTION: u64 = 1 << 31;
@@ -175,28 +326,8 @@ fn object_table(coll: &[u8], ss: usize) -> std::result::Result<ObjectTable, Stri
     Ok(table)
 }
 
-/// A type or dataspace id owned here, closed on drop.
-struct Owned(hid_t, unsafe extern "C" fn(hid_t) -> i32);
-
-impl Drop for Owned {
-    fn drop(&mut self) {
-        // SAFETY: an id opened here and not closed elsewhere; dropped under the HDF5 lock
-        // (every `Owned` lives inside `with_library`).
-        unsafe { (self.1)(self.0) };
-    }
-}
-
-fn owned(
-    id: hid_t,
-    close: unsafe extern "C" fn(hid_t) -> i32,
-    at: &str,
-    what: &str,
-) -> Result<Owned> {
-    if id < 0 {
-        Err(h5err(at, format!("libhdf5 could not make {what}")))
-    } else {
-        Ok(Owned(id, close))
-    }
+fn owned(id: hid_t, close: Close, at: &str, what: &str) -> Result<Handle> {
+    Handle::checked(id, close).ok_or_else(|| h5err(at, format!("libhdf5 could not make {what}")))
 }
 
 impl Hdf5File {

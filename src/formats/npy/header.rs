@@ -39,6 +39,12 @@ pub struct NpyHeader {
 }
 
 impl NpyHeader {
+    /// Whether the data of an NPY stream held in memory at address `base` can be viewed in
+    /// place as an array of its dtype, whose alignment (as numpy computes it) is `align`.
+    pub fn data_aligned(&self, base: usize, align: usize) -> bool {
+        base.wrapping_add(self.data_offset) % align.max(1) == 0
+    }
+
     /// Whether the data must be reordered to reach C order (Fortran order, 2+ real axes).
     pub fn needs_transpose(&self) -> bool {
         self.fortran_order && self.shape.iter().filter(|&&d| d > 1).count() > 1
