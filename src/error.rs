@@ -42,9 +42,12 @@ pub struct Error {
     io: Option<io::Error>,
 }
 
+/// The core's result: [`Error`] unless another error type is named.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// An error of `kind` at `location` (empty when the caller does not know it yet; see
+    /// [`Error::at`]).
     pub fn new(kind: ErrorKind, location: impl Into<String>, message: impl Into<String>) -> Self {
         Error {
             kind,
@@ -64,14 +67,17 @@ impl Error {
         }
     }
 
+    /// What went wrong: the Python exception the binding raises.
     pub fn kind(&self) -> ErrorKind {
         self.kind
     }
 
+    /// Where it happened (a path, `path:member`, ...); empty if unknown.
     pub fn location(&self) -> &str {
         &self.location
     }
 
+    /// What happened, without the location (`Display` prefixes it).
     pub fn message(&self) -> &str {
         &self.message
     }

@@ -12,6 +12,7 @@
 
 // Every `unsafe` operation sits in its own block with a `SAFETY:` comment saying why it holds.
 #![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs, unreachable_pub)]
 #![deny(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
 pub mod batch;

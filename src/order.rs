@@ -9,18 +9,19 @@
 /// SplitMix64 (Steele, Lea and Flood, 2014): 64 bits of state, passes BigCrush, and the whole
 /// definition fits in five lines, so it can be pinned forever.
 #[derive(Debug, Clone)]
-pub struct SplitMix64(u64);
+pub(crate) struct SplitMix64(u64);
 
 impl SplitMix64 {
     /// The stream for one epoch of one seed.
-    pub fn for_epoch(seed: u64, epoch: u64) -> SplitMix64 {
+    pub(crate) fn for_epoch(seed: u64, epoch: u64) -> SplitMix64 {
         let mut s = SplitMix64(seed);
         let mixed = s.next_u64();
         let mut e = SplitMix64(epoch ^ mixed);
         SplitMix64(e.next_u64())
     }
 
-    pub fn next_u64(&mut self) -> u64 {
+    /// The next 64 bits of the stream (the reference SplitMix64 step; pinned by a test).
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -29,7 +30,7 @@ impl SplitMix64 {
     }
 
     /// A uniform integer in `0..n` (`n > 0`), without modulo bias.
-    pub fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         debug_assert!(n > 0);
         let mut m = u128::from(self.next_u64()) * u128::from(n);
         if (m as u64) < n {
@@ -42,7 +43,7 @@ impl SplitMix64 {
     }
 
     /// Fisher-Yates: every permutation of `values` equally likely.
-    pub fn shuffle<T>(&mut self, values: &mut [T]) {
+    pub(crate) fn shuffle<T>(&mut self, values: &mut [T]) {
         for i in (1..values.len()).rev() {
             let j = self.below(i as u64 + 1) as usize;
             values.swap(i, j);

@@ -33,12 +33,18 @@ pub enum Dest {
 pub struct Extent {
     /// Which file of the [`Source`].
     pub file: u32,
+    /// Byte offset in the file where the stored bytes start.
     pub offset: u64,
+    /// Bytes stored in the file from `offset`: what is read.
     pub stored_len: usize,
+    /// How the stored bytes decode into the `decoded_len` bytes.
     pub pipeline: Pipeline,
+    /// Bytes the pipeline produces: all written at [`Dest::At`], or the bytes
+    /// [`Dest::Scatter`]'s pieces copy from.
     pub decoded_len: usize,
     /// Which output buffer (one per array a batch returns).
     pub out: u32,
+    /// Where in output `out` the decoded bytes go.
     pub dest: Dest,
 }
 
@@ -83,7 +89,7 @@ fn grow(buf: &mut Vec<u8>, len: usize) -> &mut [u8] {
 
 /// A failed batch: which extent, and why.
 #[derive(Debug)]
-pub struct Failure {
+pub(crate) struct Failure {
     pub extent: usize,
     pub error: Error,
 }
@@ -230,7 +236,7 @@ struct Task<'o> {
 /// fail to decode are reported with the format's own `faults` (malformed NPY, bad ZIP, bad
 /// HDF5 chunk); errors name the file they came from. A source that wants reads merged
 /// ([`Source::coalesce`]) is read one group of nearby extents at a time.
-pub fn execute(
+pub(crate) fn execute(
     source: &dyn Source,
     extents: &[Extent],
     outs: &mut [&mut [u8]],
@@ -285,7 +291,7 @@ fn failed(source: &dyn Source, e: &Extent, i: usize, error: Error) -> Failure {
 /// while the next starts at most `c.gap` bytes past the group's end and the group's span
 /// stays within `c.max_len`. Every extent is in exactly one group; an extent longer than
 /// `c.max_len` is a group of its own.
-pub fn coalesce(extents: &[Extent], c: Coalesce) -> Vec<Vec<usize>> {
+pub(crate) fn coalesce(extents: &[Extent], c: Coalesce) -> Vec<Vec<usize>> {
     let mut order: Vec<usize> = (0..extents.len()).collect();
     order.sort_by_key(|&i| (extents[i].file, extents[i].offset));
     let mut groups: Vec<Vec<usize>> = Vec::new();
@@ -404,16 +410,6 @@ impl Source for Held<'_> {
     }
 }
 
-/// [`execute`] with a single output buffer.
-pub fn execute_into(
-    source: &dyn Source,
-    extents: &[Extent],
-    out: &mut [u8],
-    faults: Faults,
-) -> Result<(), Failure> {
-    execute(source, extents, &mut [out], faults)
-}
-
 fn run(
     source: &dyn Source,
     e: &Extent,
@@ -477,11 +473,11 @@ fn run(
 }
 
 /// Decoded bytes and the pieces to copy out of them.
-pub type ScatterFrom<'a> = (&'a [u8], &'a [Piece]);
+pub(crate) type ScatterFrom<'a> = (&'a [u8], &'a [Piece]);
 
 /// Copies pieces of already-decoded buffers (cached chunks) into `out` in parallel, through
 /// the same disjointness proof [`execute`] uses.
-pub fn scatter(from: &[ScatterFrom<'_>], out: &mut [u8]) -> Result<(), Error> {
+pub(crate) fn scatter(from: &[ScatterFrom<'_>], out: &mut [u8]) -> Result<(), Error> {
     let mut writes = Vec::new();
     for (k, (bytes, pieces)) in from.iter().enumerate() {
         for (j, p) in pieces.iter().enumerate() {

@@ -5,13 +5,13 @@
 //! sample is stored and how it is encoded (an [`Extent`]: a byte range of a file of its
 //! [`Source`], a decode [`Pipeline`](crate::codec::Pipeline) and a place in an output). The
 //! flow around that is written once, here: rows are resolved ([`Rows`]), the outputs checked,
-//! the plan executed on the pool ([`exec`]) with every write proven disjoint, already-decoded
+//! the plan executed on the pool (`exec`) with every write proven disjoint, already-decoded
 //! bytes copied in, and a failure labelled with the file, member or chunk it came from.
 //!
 //! Adding a format is one implementation of [`Index`]; adding a place bytes come from, one
 //! implementation of [`Source`]. README "Adding a format" walks through it.
 
-pub mod exec;
+mod exec;
 pub mod pending;
 pub mod pool;
 pub mod source;

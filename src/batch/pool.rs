@@ -102,7 +102,9 @@ pub fn install_with<R: Send>(threads: Option<usize>, f: impl FnOnce() -> R + Sen
 /// How much work a read is: how many files or members it touches, and how many bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Work {
+    /// Files or members the read touches (`usize::MAX`: never inline).
     pub units: usize,
+    /// Bytes the read produces, at most (a chunk counts whole; `u64::MAX`: never inline).
     pub bytes: u64,
 }
 

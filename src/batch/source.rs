@@ -20,7 +20,7 @@ pub trait Source: Sync {
     /// every extent reads its own bytes, since a `pread` costs a system call and merging would
     /// copy bytes twice. A source whose every read costs a round trip (object storage) says
     /// how far apart two reads may be and how long one merged read may grow; the executor then
-    /// fetches each group of extents with one read ([`crate::batch::exec::coalesce`]).
+    /// fetches each group of extents with one read (`exec::coalesce`).
     fn coalesce(&self) -> Option<Coalesce> {
         None
     }
@@ -103,6 +103,7 @@ fn file_kind(meta: &Metadata) -> &'static str {
 /// rewritten (new mtime) or truncated (new length) since no longer matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileStamp {
+    /// The file's length in bytes when the stamp was taken.
     pub len: u64,
     dev: u64,
     ino: u64,
@@ -110,6 +111,8 @@ pub struct FileStamp {
 }
 
 impl FileStamp {
+    /// The stamp of the file `meta` describes (take `meta` from the open descriptor, so the
+    /// stamp is of the file actually read).
     pub fn of(meta: &Metadata) -> FileStamp {
         FileStamp {
             len: meta.len(),
@@ -130,11 +133,14 @@ pub struct PathSet {
 }
 
 impl PathSet {
+    /// File `i` is `paths[i]`, which must still match `stamps[i]` when read. Panics if the
+    /// two differ in length.
     pub fn new(paths: Vec<PathBuf>, stamps: Vec<FileStamp>) -> PathSet {
         assert_eq!(paths.len(), stamps.len());
         PathSet { paths, stamps }
     }
 
+    /// The files, indexed by file number.
     pub fn paths(&self) -> &[PathBuf] {
         &self.paths
     }
@@ -213,6 +219,8 @@ pub struct SharedFile {
 }
 
 impl SharedFile {
+    /// Opens `path` (a regular file, see [`open_regular`]) and stamps it: a read past the
+    /// length it had then is a `Changed` error.
     pub fn open(path: PathBuf) -> Result<SharedFile> {
         let location = path.display().to_string();
         let file = open_regular(&path)?;
@@ -224,6 +232,7 @@ impl SharedFile {
         })
     }
 
+    /// The path the file was opened by (named in error messages).
     pub fn path(&self) -> &std::path::Path {
         &self.path
     }
@@ -233,14 +242,17 @@ impl SharedFile {
         self.stamp.len
     }
 
+    /// Whether the file was empty when it was opened.
     pub fn is_empty(&self) -> bool {
         self.stamp.len == 0
     }
 
+    /// The open descriptor every read of this file goes through.
     pub fn file(&self) -> &File {
         &self.file
     }
 
+    /// The file's stamp when it was opened.
     pub fn stamp(&self) -> FileStamp {
         self.stamp
     }
@@ -281,7 +293,9 @@ impl Source for SharedFile {
 
 /// Bytes already in memory (an archive passed as `bytes`).
 pub struct MemorySource<'a> {
+    /// How the bytes are named in error messages (`<buffer>` for Python `bytes`).
     pub name: &'a str,
+    /// The whole content; it is the only file, whatever file number a read names.
     pub bytes: &'a [u8],
 }
 

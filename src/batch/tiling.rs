@@ -51,8 +51,11 @@ pub fn check_out_len(got: usize, rows: usize, row_bytes: usize) -> Result<()> {
 /// A run of `len` decoded bytes from `src` copied to output offset `dst`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Piece {
+    /// Offset in the decoded bytes (a chunk's, or an extent's) where the run starts.
     pub src: usize,
+    /// Offset in the output buffer the run is copied to.
     pub dst: usize,
+    /// Length of the run, in bytes.
     pub len: usize,
 }
 
@@ -72,8 +75,13 @@ pub struct Tiling {
 /// (position in the batch, row within the chunk), and the pieces it contributes to them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChunkRead {
+    /// The chunk's index on the chunk grid, in C order.
     pub linear: u64,
+    /// `(k, r)` for every sample that needs the chunk: `k` its position in the batch, `r` its
+    /// row within the chunk.
     pub uses: Vec<(usize, usize)>,
+    /// The runs copying the chunk's rows into those samples (sample `k` at output offset
+    /// `k * sample_bytes`).
     pub pieces: Vec<Piece>,
 }
 

@@ -22,9 +22,9 @@ use std::ffi::{c_char, c_int};
 use std::sync::Once;
 
 /// Bytes of a blosc chunk header (the part blosc 1.x and blosc2 share).
-pub const BLOSC_HEADER: usize = 16;
+pub(super) const BLOSC_HEADER: usize = 16;
 /// Bytes of a blosc2 chunk header with the filter pipeline (the "extended" header).
-pub const BLOSC2_HEADER: usize = 32;
+pub(super) const BLOSC2_HEADER: usize = 32;
 /// Chunk format versions: 1 and 2 are blosc 1.x, 3 to 5 blosc2 (c-blosc2 reads them all).
 const FORMAT_VERSIONS: std::ops::RangeInclusive<u8> = 1..=5;
 /// c-blosc2's largest block (`BLOSC2_MAXBLOCKSIZE`).
@@ -82,7 +82,7 @@ fn init() {
 
 /// What a chunk holds when it is one value repeated (blosc2's "special" chunks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Special {
+pub(crate) enum Special {
     Zeros,
     /// NaN of the chunk's type size (4 or 8 bytes).
     Nan,
@@ -95,23 +95,32 @@ pub enum Special {
 
 /// What a blosc chunk header says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BloscHeader {
+pub(crate) struct BloscHeader {
+    /// Chunk format version (byte 0): 1 and 2 are blosc 1.x, 3 to 5 blosc2.
     pub version: u8,
+    /// Flag byte (byte 2): the shuffle, memcpy'ed and don't-split bits, and the codec in the
+    /// top three bits (6: the codec is [`BloscHeader::udcodec`]).
     pub flags: u8,
+    /// Bytes per element the chunk was shuffled with (byte 3).
     pub typesize: u8,
+    /// Bytes the chunk decodes to.
     pub nbytes: usize,
+    /// Decoded bytes per block (the last block may hold fewer).
     pub blocksize: usize,
+    /// Bytes of the whole stored chunk, header included.
     pub cbytes: usize,
     /// The blosc2 filter pipeline, when the header has one (extended header).
     pub filters: Option<[u8; 6]>,
     /// The codec named in the extended header when the flags defer to it.
     pub udcodec: u8,
+    /// blosc2's flag byte (byte 31 of the extended header: lazy chunk, dictionary, special
+    /// kind); 0 without an extended header.
     pub blosc2_flags: u8,
 }
 
 impl BloscHeader {
     /// Reads the header at the start of `input`, without judging it (see [`check_chunk`]).
-    pub fn parse(input: &[u8]) -> Result<BloscHeader, CodecError> {
+    pub(crate) fn parse(input: &[u8]) -> Result<BloscHeader, CodecError> {
         let h = input.get(..BLOSC_HEADER).ok_or_else(|| {
             format!(
                 "blosc: {} stored bytes, shorter than the {BLOSC_HEADER}-byte header",
@@ -156,7 +165,7 @@ impl BloscHeader {
     }
 
     /// Bytes of this header.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         if self.extended() {
             BLOSC2_HEADER
         } else {
@@ -164,12 +173,8 @@ impl BloscHeader {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-
     /// The chunk's special kind, if it is one value repeated.
-    pub fn special(&self) -> Result<Option<Special>, CodecError> {
+    pub(crate) fn special(&self) -> Result<Option<Special>, CodecError> {
         if !self.extended() {
             return Ok(None);
         }
@@ -195,7 +200,7 @@ fn corrupt(msg: String) -> CodecError {
 /// Checks everything c-blosc2 trusts in the header of the chunk at the start of `input` before
 /// it sees the chunk: it must decode to exactly `nbytes` bytes, lie inside `input`, name a
 /// codec and filters that are built in, and be a plain (not lazy, not instrumented) chunk.
-pub fn check_chunk(input: &[u8], nbytes: usize) -> Result<BloscHeader, CodecError> {
+pub(crate) fn check_chunk(input: &[u8], nbytes: usize) -> Result<BloscHeader, CodecError> {
     let h = BloscHeader::parse(input)?;
     if !FORMAT_VERSIONS.contains(&h.version) {
         return Err(corrupt(format!(

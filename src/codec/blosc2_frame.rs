@@ -31,7 +31,7 @@ fn corrupt(msg: impl Into<String>) -> CodecError {
 
 /// A b2nd array's geometry (its metalayer), checked: rank 1 to 8, every extent positive.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct B2nd {
+pub(super) struct B2nd {
     pub shape: Vec<usize>,
     pub chunkshape: Vec<usize>,
     pub blockshape: Vec<usize>,
@@ -69,7 +69,7 @@ enum ChunkAt {
 
 /// A frame, parsed and checked.
 #[derive(Debug)]
-pub struct Frame {
+pub(super) struct Frame {
     typesize: usize,
     /// Decoded bytes of every chunk but possibly the last.
     chunk_bytes: usize,
@@ -132,7 +132,7 @@ fn positive(v: i64, what: &str) -> Result<usize, CodecError> {
 impl Frame {
     /// Parses and checks the frame `input`: its header, metalayers, chunk offsets and every
     /// chunk's position (inside the frame) and decoded size. Chunk data is not decoded.
-    pub fn parse(input: &[u8]) -> Result<Frame, CodecError> {
+    pub(super) fn parse(input: &[u8]) -> Result<Frame, CodecError> {
         let c = Cursor {
             bytes: input,
             part: "frame header",
@@ -231,7 +231,7 @@ impl Frame {
     }
 
     /// Bytes the frame decodes to: the b2nd array, or all its chunks one after another.
-    pub fn decoded_len(&self) -> usize {
+    pub(super) fn decoded_len(&self) -> usize {
         match &self.b2nd {
             Some(b) => checked_product(&b.shape, self.typesize).expect("checked at parse"),
             None => self.total_bytes,
@@ -272,7 +272,7 @@ impl Frame {
 
     /// Decodes the whole frame into exactly `out` ([`Frame::decoded_len`] bytes), in C order.
     /// `expect_shape`: the HDF5 chunk's shape, which a b2nd array must have.
-    pub fn decode(
+    pub(super) fn decode(
         &self,
         input: &[u8],
         out: &mut [u8],
@@ -664,7 +664,7 @@ mod tests {
     /// blocks that divide the shape or do not, in every rank. (The c-blosc2 compiled here, 2.15,
     /// writes some whole chunks untiled where its blocks are not contiguous in C order, a rule
     /// fixed in 2.21.2; these shapes are written tiled by both. Files from current writers
-    /// are checked against h5py and PyTables in tests/test_hdf5_blosc2.py.)
+    /// are checked against h5py and PyTables in tests/python/test_hdf5_blosc2.py.)
     #[test]
     fn b2nd_arrays_untile_as_c_blosc2_tiled_them() {
         let cases: &[(&[i64], &[i32], &[i32])] = &[

@@ -75,6 +75,7 @@ pub struct Inflater {
 }
 
 impl Inflater {
+    /// An inflater at the start of a stream framed as `wrapper` says.
     pub fn new(wrapper: Wrapper) -> Inflater {
         let format = match wrapper {
             Wrapper::Raw => miniz_oxide::DataFormat::Raw,

@@ -5,21 +5,33 @@
 
 use super::{BitshuffleInner, Pipeline, Step, Wrapper};
 
+/// HDF5 filter id of deflate (`H5Z_FILTER_DEFLATE`, zlib framing); one parameter, the level.
 pub const FILTER_DEFLATE: u32 = 1;
+/// HDF5 filter id of the byte shuffle (`H5Z_FILTER_SHUFFLE`); one parameter, the element size.
 pub const FILTER_SHUFFLE: u32 = 2;
+/// HDF5 filter id of the Fletcher-32 checksum (`H5Z_FILTER_FLETCHER32`), a 4-byte trailer.
 pub const FILTER_FLETCHER32: u32 = 3;
+/// Registered HDF5 filter id of LZF (h5py's filter).
 pub const FILTER_LZF: u32 = 32000;
+/// Registered HDF5 filter id of blosc 1.x (PyTables, hdf5plugin): one blosc chunk per chunk.
 pub const FILTER_BLOSC: u32 = 32001;
+/// Registered HDF5 filter id of LZ4 in HDF5's own block framing.
 pub const FILTER_LZ4: u32 = 32004;
+/// Registered HDF5 filter id of bitshuffle, with LZ4, zstd or no compression per block.
 pub const FILTER_BITSHUFFLE: u32 = 32008;
+/// Registered HDF5 filter id of zstd: each chunk is zstd frames.
 pub const FILTER_ZSTD: u32 = 32015;
+/// Registered HDF5 filter id of blosc2: each chunk is one blosc2 contiguous frame.
 pub const FILTER_BLOSC2: u32 = 32026;
 
 /// One filter of a dataset's write pipeline: its id, name (for messages) and parameters.
 #[derive(Debug, Clone, Copy)]
 pub struct FilterSpec<'a> {
+    /// The HDF5 filter id (a `FILTER_*` constant, or one nothing here decodes).
     pub id: u32,
+    /// The filter's name as libhdf5 reports it; only used in error messages.
     pub name: &'a str,
+    /// The filter's client data values (`cd_values`), as libhdf5 reports them.
     pub params: &'a [u32],
     /// Whether libhdf5 (the build packread links) can decode it.
     pub available: bool,

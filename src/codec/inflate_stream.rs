@@ -13,7 +13,7 @@ use crate::error::Error;
 use crate::formats::npy::header::header_end;
 
 /// Reads the stored bytes at an offset from the start of the stream into the buffer.
-pub type ReadAt<'a> = &'a mut dyn FnMut(u64, &mut [u8]) -> Result<(), Error>;
+pub(super) type ReadAt<'a> = &'a mut dyn FnMut(u64, &mut [u8]) -> Result<(), Error>;
 
 /// Bytes of compressed input read at a time.
 const PIECE: usize = 1 << 20;

@@ -21,7 +21,8 @@ use std::sync::Arc;
 pub use bitshuffle::{
     bitshuffle_block, bitshuffle_decode, bitunshuffle_block_with, BitshuffleInner, Kernel,
 };
-pub use blosc::{b2nd_compress, blosc2_compress, blosc_decompress, check_chunk, BloscHeader};
+pub use blosc::{b2nd_compress, blosc2_compress, blosc_decompress};
+pub(crate) use blosc::{check_chunk, BloscHeader};
 pub use blosc2_frame::{blosc2_frame_decompress, blosc2_frame_size};
 pub use deflate::{inflate, inflate_prefix, Inflater, Wrapper};
 pub use hdf5_filters::{fletcher32, lzf_decompress, strip_fletcher32, unshuffle};
@@ -31,7 +32,8 @@ pub use hdf5_pipeline::{
 };
 pub use inflate_stream::{inflate_stream, StreamPlan};
 pub use lz4::{lz4_block, lz4_compress_block, lz4_hdf5};
-pub use npy_stream::{npy_stream_to_c, NpyExpect};
+pub(crate) use npy_stream::npy_stream_to_c;
+pub use npy_stream::NpyExpect;
 pub use transpose::fortran_to_c;
 pub use zstd::zstd_decompress;
 
@@ -88,6 +90,7 @@ pub struct Faults {
 }
 
 impl Faults {
+    /// Reports corrupt streams and decompression bombs alike as `kind`.
     pub const fn both(kind: ErrorKind) -> Faults {
         Faults {
             corrupt: kind,
@@ -118,26 +121,40 @@ pub enum Step {
     Crc32(u32),
     /// Verifies a CRC-32 that covers bytes before these (`prefix`: the CRC-32 of those, such
     /// as an `.npy` member's header, read earlier) and then the bytes so far.
-    Crc32After { prefix: u32, want: u32 },
+    Crc32After {
+        /// The CRC-32 of the earlier bytes, where the running CRC starts.
+        prefix: u32,
+        /// The stored CRC-32 of the earlier bytes and these together.
+        want: u32,
+    },
     /// Turns a whole NPY stream (header + data) into the C-order data, checking the header
     /// against what the reader expects.
     NpyStream(Arc<NpyExpect>),
     /// Reorders an array stored in Fortran order (NPY `fortran_order: True`) into C order.
     FortranToC {
+        /// The array's shape, in elements.
         shape: Arc<[usize]>,
+        /// Bytes per element.
         itemsize: usize,
     },
     /// Checks and strips HDF5's Fletcher-32 trailer.
     Fletcher32,
     /// Undoes HDF5's byte shuffle of `itemsize`-byte elements.
-    Unshuffle { itemsize: usize },
+    Unshuffle {
+        /// Bytes per element; 0 (HDF5 stored no element size) fails on any chunk that does
+        /// not skip the filter.
+        itemsize: usize,
+    },
     /// Decodes an LZF block (h5py's LZF filter).
     Lzf,
     /// Decodes a blosc 1.x buffer (any inner codec and shuffle).
     Blosc,
     /// Decodes a blosc2 contiguous frame (one HDF5 blosc2 chunk, b2nd layout or plain); a
     /// b2nd array in it must have `shape` (the HDF5 chunk's, in elements).
-    Blosc2 { shape: Arc<[usize]> },
+    Blosc2 {
+        /// The HDF5 chunk's shape, in elements.
+        shape: Arc<[usize]>,
+    },
     /// Decodes zstd frames.
     Zstd,
     /// Decodes HDF5's LZ4 framing.
@@ -145,8 +162,11 @@ pub enum Step {
     /// Undoes bitshuffle of `itemsize`-byte elements in blocks of `block` elements (0: the
     /// default), with LZ4 or zstd inside or nothing.
     Bitshuffle {
+        /// Bytes per element.
         itemsize: usize,
+        /// Elements per block, a multiple of 8 (0: bitshuffle's default for `itemsize`).
         block: usize,
+        /// The compressor applied to each transposed block, if any.
         inner: BitshuffleInner,
     },
     /// Ignores the input: the output is this pattern repeated (an HDF5 chunk never written,
@@ -154,7 +174,10 @@ pub enum Step {
     Fill(Arc<[u8]>),
     /// A filter no decoder here or in libhdf5 knows: a chunk whose mask does not skip it cannot
     /// be read (an `UnsupportedError` naming the filter).
-    Missing { id: u32 },
+    Missing {
+        /// The HDF5 filter id, named in the error.
+        id: u32,
+    },
 }
 
 impl Step {
@@ -273,6 +296,8 @@ impl Pipeline {
         Pipeline::default()
     }
 
+    /// Runs `steps` in order, transforms and checks alike; no steps is
+    /// [`Pipeline::identity`].
     pub fn new(steps: Vec<Step>) -> Pipeline {
         if steps.is_empty() {
             Pipeline::identity()
@@ -290,6 +315,8 @@ impl Pipeline {
         self
     }
 
+    /// Reorders an array of `shape` (in elements of `itemsize` bytes) stored in Fortran
+    /// order into C order.
     pub fn fortran_to_c(shape: &[usize], itemsize: usize) -> Pipeline {
         Pipeline::new(vec![Step::FortranToC {
             shape: shape.into(),
@@ -302,6 +329,7 @@ impl Pipeline {
         self.inner_len.unwrap_or(out_len)
     }
 
+    /// Whether there are no steps at all: the stored bytes are copied as they are, unchecked.
     pub fn is_identity(&self) -> bool {
         self.steps.is_none()
     }
@@ -311,6 +339,7 @@ impl Pipeline {
         self.steps().iter().all(Step::is_check)
     }
 
+    /// The steps in the order they run (none for [`Pipeline::identity`]).
     pub fn steps(&self) -> &[Step] {
         self.steps.as_deref().unwrap_or(&[])
     }

@@ -11,8 +11,11 @@ use super::fortran_to_c;
 /// What every NPY member read into one batch must be.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NpyExpect {
+    /// The element type every member's header must declare.
     pub dtype: DType,
+    /// The shape every member's header must declare, in elements.
     pub shape: Vec<usize>,
+    /// Limits every member's header is parsed under.
     pub limits: Limits,
     /// Keep the stored layout (a whole array loaded as numpy would) instead of reordering
     /// Fortran-ordered data into C order (a sample stacked into a batch).
@@ -45,7 +48,14 @@ impl NpyExpect {
     }
 }
 
-pub fn npy_stream_to_c(input: &[u8], out: &mut [u8], expect: &NpyExpect) -> Result<(), Error> {
+/// Decodes a whole NPY stream `input` (header and data) into exactly `out`: the header must
+/// hold the array `expect` describes (else `Inconsistent`), and Fortran-ordered data is
+/// reordered into C order unless `expect.keep_layout`. Malformed streams are `NpyFormat`.
+pub(crate) fn npy_stream_to_c(
+    input: &[u8],
+    out: &mut [u8],
+    expect: &NpyExpect,
+) -> Result<(), Error> {
     let header = npy_stream_header(input, input.len(), expect)?;
     let data = &input[header.data_offset..header.data_offset + header.data_len];
     if data.len() != out.len() {
@@ -66,7 +76,7 @@ pub fn npy_stream_to_c(input: &[u8], out: &mut [u8], expect: &NpyExpect) -> Resu
 
 /// Parses the header at the start of an NPY stream of `available` bytes (`bytes` holds at
 /// least the whole header) and checks it against `expect`.
-pub fn npy_stream_header(
+pub(super) fn npy_stream_header(
     bytes: &[u8],
     available: usize,
     expect: &NpyExpect,

@@ -10,18 +10,27 @@ use std::fmt;
 /// Deepest nesting accepted; keeps a hostile header from exhausting the stack.
 const MAX_DEPTH: usize = 32;
 
+/// A Python literal, as [`parse`] reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Literal {
+    /// A `str`, escapes decoded and adjacent strings joined (bytes literals are refused).
     Str(String),
+    /// An integer; one that does not fit in an `i128` is a syntax error.
     Int(i128),
+    /// `True` or `False`.
     Bool(bool),
+    /// `None`.
     None,
+    /// A tuple's items, in order.
     Tuple(Vec<Literal>),
+    /// A list's items, in order.
     List(Vec<Literal>),
+    /// A dict's `(key, value)` pairs in the order written; a repeated key is kept twice.
     Dict(Vec<(Literal, Literal)>),
 }
 
 impl Literal {
+    /// The string, if this is a [`Literal::Str`].
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Literal::Str(s) => Some(s),
@@ -29,6 +38,7 @@ impl Literal {
         }
     }
 
+    /// The Python type's name (`"str"`, `"dict"`, ...), for error messages.
     pub fn type_name(&self) -> &'static str {
         match self {
             Literal::Str(_) => "str",

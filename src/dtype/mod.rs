@@ -6,6 +6,8 @@ pub mod literal;
 
 use crate::dtype::literal::Literal;
 
+/// A numpy element type, checked: its `descr` and the item size computed from it. Made only
+/// by [`DType::from_descr`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DType {
     descr: Literal,
@@ -20,10 +22,12 @@ impl DType {
         Ok(DType { descr, itemsize })
     }
 
+    /// The `descr` as the header wrote it: a type string or a list of fields.
     pub fn descr(&self) -> &Literal {
         &self.descr
     }
 
+    /// Bytes of one element (numpy's `itemsize`; 0 for `np.dtype([])`).
     pub fn itemsize(&self) -> usize {
         self.itemsize
     }
@@ -32,7 +36,9 @@ impl DType {
 /// Why a descr was refused: malformed, or well-formed but holding Python objects.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DescrError {
+    /// Not a dtype numpy would build; the message says what is wrong.
     Malformed(String),
+    /// An object (`'O'`) type, on its own or inside a field.
     Object,
 }
 

@@ -276,13 +276,22 @@ impl Source for NpzIndex {
 pub enum Content {
     /// An NPY array: its header and where its data is.
     Array {
+        /// numpy's key: the member's name, `.npy` dropped where it ends so.
         key: String,
+        /// The member's position in [`ZipIndex::members`].
         member: usize,
+        /// The member's NPY header; its `data_offset` counts from the member's first data byte.
         header: NpyHeader,
+        /// Where the member's data is in the archive and how it is encoded.
         data: MemberData,
     },
     /// Anything else, returned as bytes (as `numpy.load` does).
-    Bytes { key: String, member: usize },
+    Bytes {
+        /// numpy's key: the member's name, `.npy` dropped where it ends so.
+        key: String,
+        /// The member's position in [`ZipIndex::members`].
+        member: usize,
+    },
 }
 
 impl Content {

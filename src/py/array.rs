@@ -54,7 +54,10 @@ fn literal_to_py<'py>(py: Python<'py>, lit: &Literal) -> PyResult<Bound<'py, PyA
 
 /// The `numpy.dtype` for a core dtype, exactly as `numpy.load` builds it
 /// (`numpy.lib.format.descr_to_dtype`, which also drops structured padding fields).
-pub fn numpy_dtype<'py>(py: Python<'py>, dtype: &DType) -> PyResult<Bound<'py, PyArrayDescr>> {
+pub(super) fn numpy_dtype<'py>(
+    py: Python<'py>,
+    dtype: &DType,
+) -> PyResult<Bound<'py, PyArrayDescr>> {
     let key = dtype.descr().to_string();
     if let Some(d) = DTYPES.lock().expect("dtype cache").get(&key) {
         return Ok(d.bind(py).clone());
@@ -91,7 +94,7 @@ pub fn numpy_dtype<'py>(py: Python<'py>, dtype: &DType) -> PyResult<Bound<'py, P
 /// A writable byte range of an array, handed to code running without the GIL. Made only by
 /// [`output`] and [`fresh_bytes`] from a live array; whoever holds it keeps that array alive.
 #[derive(Clone, Copy)]
-pub struct RawOut {
+pub(super) struct RawOut {
     ptr: *mut u8,
     len: usize,
 }
@@ -102,11 +105,11 @@ unsafe impl Send for RawOut {}
 
 /// Output arrays proven not to share memory: the only way to reach their bytes. They are
 /// written concurrently, so two outputs over the same bytes would be a data race.
-pub struct Outputs(Vec<RawOut>);
+pub(super) struct Outputs(Vec<RawOut>);
 
 impl Outputs {
     /// Checks that no two outputs overlap (a view passed twice, repeated keys).
-    pub fn disjoint(raws: Vec<RawOut>) -> Result<Outputs, Error> {
+    pub(super) fn disjoint(raws: Vec<RawOut>) -> Result<Outputs, Error> {
         let mut ranges: Vec<(usize, usize)> = raws
             .iter()
             .filter(|r| r.len > 0)
@@ -124,7 +127,7 @@ impl Outputs {
     }
 
     /// One output (nothing to overlap with).
-    pub fn one(raw: RawOut) -> Outputs {
+    pub(super) fn one(raw: RawOut) -> Outputs {
         Outputs(vec![raw])
     }
 
@@ -133,7 +136,7 @@ impl Outputs {
     /// # Safety
     /// Every array these came from must stay alive, and not be resized or read by anyone,
     /// while the slices are used.
-    pub unsafe fn into_slices<'a>(self) -> Vec<&'a mut [u8]> {
+    pub(super) unsafe fn into_slices<'a>(self) -> Vec<&'a mut [u8]> {
         self.0
             .into_iter()
             .map(|r| {
@@ -151,7 +154,7 @@ impl Outputs {
     ///
     /// # Safety
     /// As [`Outputs::into_slices`].
-    pub unsafe fn into_slice<'a>(self) -> &'a mut [u8] {
+    pub(super) unsafe fn into_slice<'a>(self) -> &'a mut [u8] {
         // SAFETY: the caller's promise, passed on.
         let mut slices = unsafe { self.into_slices() };
         assert_eq!(slices.len(), 1, "into_slice of one output");
@@ -160,7 +163,7 @@ impl Outputs {
 }
 
 /// `(rows,) + sample`: the shape of a batch.
-pub fn batch_shape(rows: usize, sample: &[usize]) -> Vec<usize> {
+pub(super) fn batch_shape(rows: usize, sample: &[usize]) -> Vec<usize> {
     let mut shape = Vec::with_capacity(sample.len() + 1);
     shape.push(rows);
     shape.extend_from_slice(sample);
@@ -169,7 +172,7 @@ pub fn batch_shape(rows: usize, sample: &[usize]) -> Vec<usize> {
 
 /// Checks that `out` is a numpy array of exactly `shape` and `dtype`, C-contiguous and
 /// writeable, and returns its bytes. Anything else is a `ValueError`, raised before any I/O.
-pub fn output<'py>(
+pub(super) fn output<'py>(
     out: &Bound<'py, PyAny>,
     shape: &[usize],
     dtype: &Bound<'py, PyArrayDescr>,
@@ -219,7 +222,7 @@ pub fn output<'py>(
 /// `numpy.ndarray(shape, dtype, order=order)`: uninitialised like `numpy.empty`, but keeps a
 /// zero-size dtype (`S0`, `U0`) as it is, where `numpy.empty` makes it `S1`/`U1` (numpy.load
 /// returns `S0` arrays, and every byte of an `S1` array would be left unwritten).
-pub fn empty<'py>(
+pub(super) fn empty<'py>(
     py: Python<'py>,
     shape: &[usize],
     dtype: &Bound<'py, PyArrayDescr>,
@@ -236,7 +239,7 @@ pub fn empty<'py>(
 }
 
 /// The writable bytes of an array this module just allocated (contiguous in C or F order).
-pub fn fresh_bytes(arr: &Bound<'_, PyAny>) -> PyResult<RawOut> {
+pub(super) fn fresh_bytes(arr: &Bound<'_, PyAny>) -> PyResult<RawOut> {
     let arr = arr.cast::<PyUntypedArray>()?;
     let len = arr.shape().iter().product::<usize>() * arr.dtype().itemsize();
     // SAFETY: a freshly allocated, contiguous, writeable array.

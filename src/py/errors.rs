@@ -16,7 +16,7 @@ fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
 }
 
 /// Builds the Python exception for a core error.
-pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
+pub(super) fn to_py(py: Python<'_>, err: Error) -> PyErr {
     let name = match err.kind() {
         ErrorKind::Io => match err.io_kind() {
             Some(io::ErrorKind::NotFound) => "PackreadFileNotFoundError",
@@ -54,7 +54,7 @@ pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
 }
 
 /// `Result<T, core::Error>` to `PyResult<T>`.
-pub trait IntoPyResult<T> {
+pub(super) trait IntoPyResult<T> {
     fn py_err(self, py: Python<'_>) -> PyResult<T>;
 }
 
@@ -65,6 +65,6 @@ impl<T> IntoPyResult<T> for Result<T, Error> {
 }
 
 /// A `ValueError` subclass for invalid arguments, raised before any I/O.
-pub fn invalid_argument(py: Python<'_>, msg: impl Into<String>) -> PyErr {
+pub(super) fn invalid_argument(py: Python<'_>, msg: impl Into<String>) -> PyErr {
     to_py(py, Error::new(ErrorKind::InvalidArgument, "", msg))
 }

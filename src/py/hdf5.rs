@@ -67,7 +67,7 @@ fn dataset_names(
 /// How a file given as bytes is named in messages.
 const MEMORY_NAME: &str = "<HDF5 bytes>";
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<HDF5File>()?;
     m.add_class::<RaggedResult>()?;
     Ok(())

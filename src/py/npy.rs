@@ -12,7 +12,7 @@ use super::errors::IntoPyResult;
 use super::reader::Reader;
 use crate::formats::npy::{self, Limits, NpyIndex};
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load_npy_file, m)?)?;
     m.add_function(wrap_pyfunction!(parse_npy_buffer, m)?)?;
     m.add_function(wrap_pyfunction!(open_npy, m)?)?;

@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use super::errors::invalid_argument;
 use crate::order::{chunk_order, sample_order};
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(epoch_order, m)?)?;
     Ok(())
 }

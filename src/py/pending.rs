@@ -16,7 +16,7 @@ use crate::error::{Error, ErrorKind, Result};
 /// How often a wait comes back for the GIL to let Ctrl-C (and other signals) through.
 const SIGNAL_SLICE: Duration = Duration::from_millis(100);
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PendingRead>()?;
     Ok(())
 }
@@ -35,7 +35,7 @@ pub struct PendingRead {
 /// the caller gets a handle to wait on; an inline one is already done. `keep` holds the
 /// arrays the job writes into: they live until the job has finished, whoever drops the
 /// handle first.
-pub fn submit(
+pub(super) fn submit(
     py: Python<'_>,
     threads: Option<usize>,
     work: Work,

@@ -14,7 +14,7 @@ use super::errors::{invalid_argument, IntoPyResult};
 use super::pending::{submit, PendingRead};
 use crate::batch::{read_batch, Index, Rows};
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Reader>()
 }
 

@@ -20,7 +20,7 @@ use crate::formats::npy::Limits;
 use crate::formats::npz::{self, Content, NpzIndex};
 use crate::formats::zip::{SamplePayload, ZipIndex, ZipLimits, ZipSamples};
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ZipArchive>()?;
     m.add_function(wrap_pyfunction!(open_npz, m)?)?;
     m.add_function(wrap_pyfunction!(load_npz_file, m)?)?;

@@ -16,14 +16,17 @@ use super::{lz4::lz4_block, zstd::zstd_decompress};
 /// The compressor inside bitshuffle (its `cd_values[4]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BitshuffleInner {
+    /// 0: the transposed blocks are stored as they are, with no header.
     None,
+    /// 2: each transposed block is LZ4-compressed, after a size header.
     Lz4,
+    /// 3: each transposed block is zstd-compressed, after a size header.
     Zstd,
 }
 
 /// The block size bitshuffle picks when its parameter is 0 (must match its
 /// `bshuf_default_block_size` exactly: data was written with it).
-pub fn default_block(itemsize: usize) -> usize {
+pub(super) fn default_block(itemsize: usize) -> usize {
     ((8192 / itemsize.max(1)) / 8 * 8).max(128)
 }
 
@@ -67,11 +70,13 @@ impl Kernel {
 
 /// Undoes the bit transpose of `n = input.len() / itemsize` elements (`n` a multiple of 8):
 /// row `8 * j + k` of the input (`n / 8` bytes) holds bit `k` of byte `j` of every element.
-pub fn bitunshuffle_block(input: &[u8], out: &mut [u8], itemsize: usize) {
+pub(super) fn bitunshuffle_block(input: &[u8], out: &mut [u8], itemsize: usize) {
     bitunshuffle_block_with(Kernel::best(), input, out, itemsize)
 }
 
-/// [`bitunshuffle_block`] with a chosen kernel (one the CPU runs: see [`Kernel::available`]).
+/// Undoes the bit transpose of one block of `input.len() / itemsize` elements (a multiple of
+/// 8) into `out`, the same length, with a chosen kernel (one the CPU runs: see
+/// [`Kernel::available`]).
 pub fn bitunshuffle_block_with(kernel: Kernel, input: &[u8], out: &mut [u8], itemsize: usize) {
     assert_eq!(input.len(), out.len());
     let n = input.len() / itemsize;

@@ -39,7 +39,7 @@ fn transpose_8x8_x4(mut x: __m256i) -> __m256i {
 /// rows, 16 groups per step: an 8x16 byte transpose with unpacks gives each group's 8 row
 /// bytes side by side in a 64-bit lane, whose 8x8 bit matrix is then transposed in the
 /// register (the scalar path's delta swaps, two groups at once). Returns where it stopped.
-pub fn untranspose_16_groups(
+pub(super) fn untranspose_16_groups(
     rows: &[&[u8]; 8],
     out: &mut [u8],
     j: usize,
@@ -116,7 +116,7 @@ pub fn untranspose_16_groups(
 /// # Safety
 /// The CPU has AVX2.
 #[target_feature(enable = "avx2")]
-pub unsafe fn untranspose_32_groups(
+pub(super) unsafe fn untranspose_32_groups(
     rows: &[&[u8]; 8],
     out: &mut [u8],
     j: usize,

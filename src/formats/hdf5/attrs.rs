@@ -49,16 +49,25 @@ pub enum AttrValue {
     /// Fixed-size values in the stored byte order. `text`: a fixed-length string PyTables
     /// reads as `str` (UTF-8 character set in a PyTables file).
     Array {
+        /// The element type: the stored byte order, or native in a PyTables file (as PyTables
+        /// reads attributes).
         dtype: DType,
+        /// The dataspace's dimensions; empty for a scalar.
         shape: Vec<usize>,
+        /// The elements in C order, `prod(shape)` times the dtype's itemsize.
         bytes: Vec<u8>,
+        /// Whether the dataspace is scalar: one value, given as such rather than as a 0-d array.
         scalar: bool,
+        /// Whether the bytes are UTF-8 text to decode to `str` (see the variant).
         text: bool,
     },
     /// Variable-length strings.
     Strings {
+        /// The strings in C order (invalid UTF-8 replaced; a null pointer read as `""`).
         values: Vec<String>,
+        /// The dataspace's dimensions; empty for a scalar.
         shape: Vec<usize>,
+        /// Whether the dataspace is scalar: `values` then holds the one string.
         scalar: bool,
     },
     /// A null dataspace (h5py's `Empty`).
@@ -69,7 +78,7 @@ pub enum AttrValue {
 ///
 /// # Safety
 /// `obj` is an open object id and the caller holds the HDF5 lock.
-pub unsafe fn attributes(obj: hid_t, conv: Conventions) -> Vec<(String, AttrValue)> {
+pub(super) unsafe fn attributes(obj: hid_t, conv: Conventions) -> Vec<(String, AttrValue)> {
     // SAFETY: the caller's contract (see `# Safety`): valid libhdf5 ids, its lock held.
     unsafe {
         let mut info: H5O_info2_t = std::mem::zeroed();

@@ -10,9 +10,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 /// (dataset, linear chunk position)
-pub type ChunkKey = (u32, u64);
+pub(super) type ChunkKey = (u32, u64);
 
-pub struct ChunkCache {
+/// Decoded chunks of one [`Hdf5File`](super::Hdf5File), keyed by dataset and chunk position,
+/// at most `budget` bytes of them; shared by the threads of a batch, never blocking them.
+pub(crate) struct ChunkCache {
     budget: usize,
     inner: Mutex<Inner>,
 }
@@ -35,23 +37,21 @@ impl Inner {
 
 impl ChunkCache {
     /// A cache holding at most `budget` bytes of decoded chunks (0 disables it).
-    pub fn new(budget: usize) -> ChunkCache {
+    pub(crate) fn new(budget: usize) -> ChunkCache {
         ChunkCache {
             budget,
             inner: Mutex::new(Inner::default()),
         }
     }
 
-    pub fn budget(&self) -> usize {
-        self.budget
-    }
-
     /// Whether a chunk of `len` bytes may be cached at all.
-    pub fn fits(&self, len: usize) -> bool {
+    pub(crate) fn fits(&self, len: usize) -> bool {
         len > 0 && len <= self.budget
     }
 
-    pub fn get(&self, key: ChunkKey) -> Option<Arc<[u8]>> {
+    /// The decoded chunk `key`, now the most recently used; `None` on a miss, when the cache is
+    /// off, or when its lock is contended or poisoned.
+    pub(crate) fn get(&self, key: ChunkKey) -> Option<Arc<[u8]>> {
         if self.budget == 0 {
             return None;
         }
@@ -66,7 +66,7 @@ impl ChunkCache {
     }
 
     /// Adds a decoded chunk, evicting the least recently used until it fits.
-    pub fn insert(&self, key: ChunkKey, bytes: Arc<[u8]>) {
+    pub(crate) fn insert(&self, key: ChunkKey, bytes: Arc<[u8]>) {
         if !self.fits(bytes.len()) {
             return;
         }

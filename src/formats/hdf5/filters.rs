@@ -129,7 +129,7 @@ unsafe extern "C" fn filter<const BLOSC2_FRAMES: bool>(
 ///
 /// # Safety
 /// The caller holds libhdf5's lock.
-pub unsafe fn register() {
+pub(super) unsafe fn register() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         for (id, name, filter) in [

@@ -21,18 +21,17 @@ use crate::batch::source::Source;
 use crate::error::{Error, ErrorKind, Result};
 
 /// A whole file's bytes, shared by libhdf5 (as its image) and the batch reads.
-pub struct MemoryFile {
+pub(crate) struct MemoryFile {
+    /// What messages call the file (it has no path).
     pub name: String,
+    /// The whole file, from its first byte (offsets are file offsets).
     pub bytes: Arc<[u8]>,
 }
 
 impl MemoryFile {
-    pub fn len(&self) -> u64 {
+    /// The file's size in bytes.
+    pub(crate) fn len(&self) -> u64 {
         self.bytes.len() as u64
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
     }
 }
 
@@ -63,7 +62,7 @@ impl Source for MemoryFile {
 
 /// The buffer the callbacks hand out. Boxed by the caller, so its address is stable for as
 /// long as libhdf5 may use it (the file's lifetime).
-pub struct Image {
+pub(super) struct Image {
     ptr: *const u8,
     len: usize,
     /// Keeps the bytes alive while libhdf5 has them open.
@@ -131,7 +130,7 @@ extern "C" fn udata_free(_udata: *mut c_void) -> i32 {
 /// # Safety
 /// The caller holds the HDF5 lock, and keeps the returned `Image` alive (at the same address)
 /// until the returned file id is closed.
-pub unsafe fn open_image(name: &str, bytes: Arc<[u8]>) -> Result<(hid_t, Box<Image>)> {
+pub(super) unsafe fn open_image(name: &str, bytes: Arc<[u8]>) -> Result<(hid_t, Box<Image>)> {
     // SAFETY: the caller's contract (see `# Safety`): valid libhdf5 ids, its lock held.
     unsafe {
         let fail = |what: &str| {

@@ -33,8 +33,11 @@ use crate::error::Result;
 /// One filter of a dataset's pipeline, in the order it was applied when writing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Filter {
+    /// The HDF5 filter id (1 deflate, 2 shuffle, 32001 blosc, ...).
     pub id: u32,
+    /// The filter's name as libhdf5 reports it, for messages (may be empty).
     pub name: String,
+    /// The filter's client data values (`cd_values`), the first 16 at most.
     pub params: Vec<u32>,
     /// Whether this build of libhdf5 can decode it (used when packread cannot).
     pub available: bool,
@@ -42,8 +45,10 @@ pub struct Filter {
 
 /// Where a chunk's bytes are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ChunkLoc {
+pub(crate) struct ChunkLoc {
+    /// File offset of the chunk's first stored byte (checked to lie inside the file).
     pub addr: u64,
+    /// Bytes the chunk takes in the file, as stored (filtered); never 0.
     pub size: u64,
     /// Bit `i` set: filter `i` was skipped for this chunk.
     pub mask: u32,
@@ -51,14 +56,19 @@ pub struct ChunkLoc {
 
 /// How a dataset's bytes are stored.
 #[derive(Debug)]
-pub enum Layout {
+pub(crate) enum Layout {
     /// One block; `None` if it was never written (reads as the fill value).
-    Contiguous { addr: Option<u64> },
+    Contiguous {
+        /// File offset of the block's first byte.
+        addr: Option<u64>,
+    },
     /// Chunks of `chunk` elements; `chunks` maps a chunk's linear grid position to its bytes
     /// (absent: never written).
     Chunked {
+        /// Elements of one chunk along each axis (none of them 0).
         chunk: Vec<usize>,
-        grid: Vec<usize>,
+        /// The written chunks, by linear grid position (grid coordinates in C order, the grid
+        /// `ceil(shape / chunk)` chunks along each axis); none overlap another.
         chunks: HashMap<u64, ChunkLoc>,
     },
     /// Compact, external or virtual storage: libhdf5 reads it.
@@ -67,13 +77,19 @@ pub enum Layout {
 
 /// What packread knows about one dataset after opening it.
 #[derive(Debug)]
-pub struct DatasetMeta {
+pub(crate) struct DatasetMeta {
+    /// The dataset's path from the root, with its leading `/`.
     pub name: String,
+    /// The numpy dtype of one stored element; `None` when there is none (see
+    /// `dtype_problem`).
     pub dtype: Option<DType>,
     /// Why the dtype has no fixed-size numpy equivalent, when it has none.
     pub dtype_problem: Option<String>,
+    /// The dataspace's current dimensions; empty for a scalar.
     pub shape: Vec<usize>,
+    /// How the bytes are stored.
     pub layout: Layout,
+    /// The filter pipeline, in the order it was applied when writing.
     pub filters: Vec<Filter>,
     /// One element of the fill value, in the stored byte order.
     pub fill: Vec<u8>,
@@ -116,7 +132,10 @@ fn id(
 ///
 /// # Safety
 /// `file` is an open file id and the caller holds the HDF5 lock.
-pub unsafe fn dataset_names(file: hid_t, location: &str) -> Result<Vec<(String, Option<String>)>> {
+pub(super) unsafe fn dataset_names(
+    file: hid_t,
+    location: &str,
+) -> Result<Vec<(String, Option<String>)>> {
     /// The hard links of one group: (name, the object's token).
     extern "C" fn collect(
         _group: hid_t,
@@ -205,7 +224,7 @@ pub unsafe fn dataset_names(file: hid_t, location: &str) -> Result<Vec<(String, 
 
 /// What a file says about all its datasets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FileFacts {
+pub(super) struct FileFacts {
     pub conv: Conventions,
     /// Bytes of a file address and of a length (the superblock's "sizes").
     pub sizeof_addr: usize,
@@ -217,7 +236,7 @@ pub struct FileFacts {
 ///
 /// # Safety
 /// `file` is an open file id and the caller holds the HDF5 lock.
-pub unsafe fn file_facts(file: hid_t, location: &str) -> Result<FileFacts> {
+pub(super) unsafe fn file_facts(file: hid_t, location: &str) -> Result<FileFacts> {
     // SAFETY: the caller's contract (see `# Safety`): valid libhdf5 ids, its lock held.
     unsafe {
         let name = c"PYTABLES_FORMAT_VERSION";
@@ -260,7 +279,7 @@ pub unsafe fn file_facts(file: hid_t, location: &str) -> Result<FileFacts> {
 ///
 /// # Safety
 /// `ds` is an open dataset id and the caller holds the HDF5 lock.
-pub unsafe fn dataset_meta(
+pub(super) unsafe fn dataset_meta(
     ds: hid_t,
     name: &str,
     location: &str,
@@ -578,7 +597,6 @@ unsafe fn chunked(
         }
         Ok(Layout::Chunked {
             chunk: chunk[..rank].iter().map(|&c| c as usize).collect(),
-            grid: grid.iter().map(|&g| g as usize).collect(),
             chunks: v.chunks,
         })
     }

@@ -20,11 +20,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use attrs::AttrValue;
-pub use cache::ChunkCache;
+pub(crate) use cache::ChunkCache;
 pub(crate) use handle::h5err;
 use library::{with_library, LibraryHandle};
-pub use memory::MemoryFile;
-pub use meta::{ChunkLoc, DatasetMeta, Filter, Layout};
+pub(crate) use memory::MemoryFile;
+pub use meta::Filter;
+pub(crate) use meta::{DatasetMeta, Layout};
 pub use select::Selection;
 use select::{normalize, select, ReadPath};
 pub use vlen::{RaggedBatch, RaggedPlan, Vlen, VlenKind};
@@ -57,14 +58,19 @@ pub struct Hdf5Dataset {
 }
 
 impl Hdf5Dataset {
+    /// The dataset's path from the root, with its leading `/`.
     pub fn name(&self) -> &str {
         &self.meta.name
     }
 
+    /// The numpy dtype of one element as stored (for variable-length data, the heap ID: see
+    /// [`Hdf5Dataset::vlen`]).
     pub fn dtype(&self) -> &DType {
         &self.dtype
     }
 
+    /// The dataset's dimensions, the first the number of samples (never empty: scalars are
+    /// not served).
     pub fn shape(&self) -> &[usize] {
         &self.meta.shape
     }
@@ -74,10 +80,12 @@ impl Hdf5Dataset {
         &self.meta.shape[1..]
     }
 
+    /// Bytes of one sample: the sample shape's product times the itemsize.
     pub fn sample_bytes(&self) -> usize {
         self.sample_bytes
     }
 
+    /// The chunk shape in elements, or `None` when the dataset is not chunked.
     pub fn chunks(&self) -> Option<&[usize]> {
         match &self.meta.layout {
             Layout::Chunked { chunk, .. } => Some(chunk),
@@ -85,6 +93,7 @@ impl Hdf5Dataset {
         }
     }
 
+    /// The filter pipeline, in the order it was applied when writing (empty when unfiltered).
     pub fn filters(&self) -> &[Filter] {
         &self.meta.filters
     }
@@ -130,6 +139,7 @@ pub struct Storage {
 }
 
 impl Hdf5Dataset {
+    /// How much of the file the dataset takes (see [`Storage`]).
     pub fn storage(&self) -> Storage {
         match &self.meta.layout {
             Layout::Chunked { chunks, .. } => Storage {
@@ -351,6 +361,8 @@ impl Hdf5File {
         })
     }
 
+    /// The datasets this reader serves, all with the same number of samples; a dataset's
+    /// position here is what [`Hdf5File::position`] returns and the `w` other methods take.
     pub fn datasets(&self) -> &[Hdf5Dataset] {
         &self.datasets
     }

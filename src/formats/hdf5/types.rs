@@ -51,7 +51,7 @@ fn member_name(type_id: hid_t, i: u32) -> Result<String, String> {
 
 /// Whose reading conventions apply where h5py and PyTables differ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Conventions {
+pub(super) enum Conventions {
     H5py,
     /// A file PyTables wrote: its 8-bit bitfields are numpy bools (PyTables' `BoolAtom`).
     PyTables,
@@ -61,7 +61,7 @@ pub enum Conventions {
 ///
 /// # Safety
 /// `type_id` is a valid datatype id and the caller holds the HDF5 lock.
-pub unsafe fn descr_of(type_id: hid_t, conv: Conventions) -> Result<Literal, String> {
+pub(super) unsafe fn descr_of(type_id: hid_t, conv: Conventions) -> Result<Literal, String> {
     // SAFETY: the caller's contract (see `# Safety`): valid libhdf5 ids, its lock held.
     unsafe { descr(type_id, 0, conv) }
 }

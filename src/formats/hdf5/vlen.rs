@@ -45,7 +45,10 @@ pub struct Vlen {
     /// The element type of each sequence, with the shape of one element (PyTables atoms may
     /// have one).
     pub base: DType,
+    /// The shape of one element (empty unless a PyTables atom has one): `prod(elem_shape)`
+    /// values of `base`.
     pub elem_shape: Vec<usize>,
+    /// How a sequence reads in Python.
     pub kind: VlenKind,
     /// HDF5 variable-length strings are C strings: a sequence ends at its first NUL, as libhdf5
     /// (so h5py) reads it. Byte sequences stored as uint8 (PyTables' `VLStringAtom`, h5py's
@@ -53,7 +56,9 @@ pub struct Vlen {
     pub nul_terminated: bool,
     /// Bytes of one stored element: sequence length (u32), heap collection address, index.
     pub id_bytes: usize,
+    /// Bytes of a file address in this file (the superblock's), as in a heap ID.
     pub sizeof_addr: usize,
+    /// Bytes of a length in this file (the superblock's), as in a heap collection's sizes.
     pub sizeof_size: usize,
 }
 
@@ -204,7 +209,7 @@ type ObjectTable = HashMap<u64, (u64, u64)>;
 
 /// The object tables of the collections read so far. Bounded: past the limit it starts over.
 #[derive(Default)]
-pub struct HeapIndex {
+pub(super) struct HeapIndex {
     tables: Mutex<HashMap<u64, Arc<ObjectTable>>>,
 }
 
@@ -232,6 +237,8 @@ pub struct RaggedBatch {
     /// The elements' bytes, in storage aligned for any numeric element (8 bytes).
     storage: Vec<u64>,
     nbytes: usize,
+    /// `offsets[k]..offsets[k + 1]`: the elements of sample `k` in [`RaggedBatch::bytes`];
+    /// one entry more than samples, the first 0.
     pub offsets: Vec<u64>,
 }
 
@@ -244,12 +251,14 @@ impl RaggedBatch {
         }
     }
 
+    /// The elements' bytes, to be filled in (8-byte aligned).
     pub fn bytes_mut(&mut self) -> &mut [u8] {
         // SAFETY: the storage holds at least `nbytes` initialised bytes (zeroed u64s), and a
         // u8 view of u64s has no alignment or validity requirement.
         unsafe { std::slice::from_raw_parts_mut(self.storage.as_mut_ptr().cast(), self.nbytes) }
     }
 
+    /// The elements of every sample, one after another (8-byte aligned).
     pub fn bytes(&self) -> &[u8] {
         // SAFETY: as in `bytes_mut`.
         unsafe { std::slice::from_raw_parts(self.storage.as_ptr().cast(), self.nbytes) }

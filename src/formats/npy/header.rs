@@ -7,10 +7,12 @@ use crate::dtype::literal::{self, Literal};
 use crate::dtype::{DType, DescrError};
 use crate::error::{Error, ErrorKind, Result};
 
+/// The six bytes every NPY stream starts with.
 pub const MAGIC: &[u8; 6] = b"\x93NUMPY";
 /// numpy's own default for `max_header_size`.
 pub const DEFAULT_MAX_HEADER_BYTES: usize = 10_000;
 
+/// How large a header [`parse_header`] and [`header_end`] accept, checked before it is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Largest header (the dict text) accepted, as numpy's `max_header_size`.
@@ -28,9 +30,13 @@ impl Default for Limits {
 /// A parsed NPY header: what the array is and where its data starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NpyHeader {
+    /// The format version (major, minor): (1, 0), (2, 0) or (3, 0).
     pub version: (u8, u8),
+    /// The element type, from the header's `'descr'` (never the object dtype).
     pub dtype: DType,
+    /// Whether the data is laid out in Fortran (column-major) order rather than C order.
     pub fortran_order: bool,
+    /// The array's dimensions, outermost first; empty for a 0-d array.
     pub shape: Vec<usize>,
     /// Offset of the first data byte from the start of the NPY stream.
     pub data_offset: usize,

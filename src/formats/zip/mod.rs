@@ -1,8 +1,8 @@
-//! ZIP archives: the central directory is read once ([`directory`]); packread keeps per
+//! ZIP archives: the central directory is read once (`directory`); packread keeps per
 //! member its local-header offset, sizes, method and CRC-32, and finds each member's data
-//! lazily ([`local`]: one local header read, checked) the first time it is read. Members are
-//! then plain extents for the shared executor: raw bytes, or `.npy` arrays ([`npy_member`]),
-//! read as samples by [`ZipSamples`] ([`samples`]).
+//! lazily (`local`: one local header read, checked) the first time it is read. Members are
+//! then plain extents for the shared executor: raw bytes, or `.npy` arrays (`npy_member`),
+//! read as samples by [`ZipSamples`] (`samples`).
 
 use std::collections::HashMap;
 use std::io::{Cursor, Read, Seek};
@@ -18,6 +18,9 @@ use crate::codec::{Faults, NpyExpect, Pipeline, Step, Wrapper};
 use crate::error::{Error, ErrorKind, Result};
 use crate::formats::npy;
 
+/// How a member's decode failures are classed: a stream that does not decode is a
+/// [`ErrorKind::BadZip`], one that inflates past its declared size a
+/// [`ErrorKind::LimitExceeded`].
 pub const ZIP_FAULTS: Faults = Faults {
     corrupt: ErrorKind::BadZip,
     overflow: ErrorKind::LimitExceeded,
@@ -40,6 +43,8 @@ const MAX_DEFLATE_RATIO: u64 = 1032;
 /// Default for [`ZipLimits::max_member_bytes`] (Python re-exports it).
 pub const DEFAULT_MAX_MEMBER_BYTES: u64 = 4 << 30;
 
+/// How far an archive is trusted: how many members it may have, how large a member and an
+/// NPY header inside one may be, and whether CRC-32s are checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ZipLimits {
     /// Most members an archive may have.
@@ -84,14 +89,18 @@ pub struct Member {
 }
 
 impl Member {
+    /// The name as zipfile decodes it: UTF-8 (flag bit 11) or code page 437, cut at a NUL.
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// Bytes once decoded, as the central directory declares them.
     pub fn size(&self) -> u64 {
         self.size
     }
 
+    /// Bytes the data takes in the archive, as the central directory declares them (a stored
+    /// member whose two sizes differ is refused when read).
     pub fn compressed_size(&self) -> u64 {
         self.compressed_size
     }
@@ -101,10 +110,14 @@ impl Member {
         self.method
     }
 
+    /// The central directory's CRC-32 of the decoded bytes, checked on read when
+    /// [`ZipLimits::verify_crc`] is set.
     pub fn crc32(&self) -> u32 {
         self.crc32
     }
 
+    /// Whether general-purpose flag bit 0 marks the member encrypted (such a member is
+    /// refused when read).
     pub fn is_encrypted(&self) -> bool {
         self.encrypted
     }
@@ -135,14 +148,22 @@ fn method_name(id: u16) -> &'static str {
 /// A readable member's data: where it is and how it is encoded (see [`ZipIndex::member_data`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemberData {
+    /// Offset in the archive of the first data byte, past the local header.
     pub data_start: u64,
+    /// Bytes of data in the archive from `data_start`.
     pub compressed_size: u64,
+    /// Bytes once decoded.
     pub size: u64,
+    /// The compression method: 0 (stored) or 8 (deflated), the only ones
+    /// [`ZipIndex::member_data`] lets through.
     pub method: u16,
+    /// The central directory's CRC-32 of the decoded bytes.
     pub crc32: u32,
 }
 
 impl MemberData {
+    /// Whether the data is stored uncompressed, so that its bytes in the archive are the
+    /// member's own.
     pub fn is_stored(&self) -> bool {
         self.method == STORED
     }
@@ -295,22 +316,29 @@ impl<S: Source> ZipIndex<S> {
         }
     }
 
+    /// The archive's name in messages: its path on disk, or the name given to
+    /// [`ZipIndex::from_bytes`].
     pub fn location(&self) -> &str {
         &self.location
     }
 
+    /// Every member, in central-directory order: a member's position here is the `i` the
+    /// other methods take.
     pub fn members(&self) -> &[Member] {
         &self.members
     }
 
+    /// How many members the archive has.
     pub fn len(&self) -> usize {
         self.members.len()
     }
 
+    /// Whether the archive has no members.
     pub fn is_empty(&self) -> bool {
         self.members.is_empty()
     }
 
+    /// The limits the archive was opened with.
     pub fn limits(&self) -> &ZipLimits {
         &self.limits
     }

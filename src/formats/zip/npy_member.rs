@@ -14,6 +14,7 @@ use crate::formats::npy::{self, NpyHeader};
 /// a batch, the member's CRC-32 still checked (continued from the header's).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NpyLayout {
+    /// The member's NPY header; its `data_offset` counts from the member's first data byte.
     pub header: NpyHeader,
     /// CRC-32 of the member's bytes before the array data.
     pub header_crc: u32,
