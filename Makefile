@@ -41,12 +41,12 @@ rust-test: $(STAMP)
 	cargo test --quiet
 
 py-test: develop
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q tests/python
 
 # The long-run tests (10^5 open/batch/close cycles per reader, 16 threads for a minute): ~15 min
-# on 2 cores, so not part of `make test` (see README, "Reliability").
+# on 2 cores, so not part of `make test` (see docs/RELIABILITY.md).
 py-test-slow: develop
-	$(PY) -m pytest -q -m slow --run-slow tests
+	$(PY) -m pytest -q -m slow --run-slow tests/python
 
 lint: develop
 	cargo fmt --check
@@ -65,7 +65,7 @@ wheel: $(STAMP)
 # Installs the wheel into a fresh virtual environment with only numpy and reads every format
 # there; checks the abi3 tag, the stable-ABI symbols (abi3audit) and the shared libraries.
 wheel-test: wheel
-	PACKREAD_WHEEL="$$(ls dist/*.whl)" $(PY) -m pytest -q tests/test_wheel.py
+	PACKREAD_WHEEL="$$(ls dist/*.whl)" $(PY) -m pytest -q tests/python/test_wheel.py
 
 # API reference from the docstrings, in site/api (open site/api/index.html).
 docs: develop

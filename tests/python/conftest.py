@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import sys
-
 import numpy as np
 import pytest
 
-# The helper modules (`_helpers`, `_datasets`) live next to the tests.
-sys.path.insert(0, os.path.dirname(__file__))
-
-from _helpers import random_array, stack, with_order
+from support.helpers import random_array, stack, with_order
 
 
 @pytest.fixture

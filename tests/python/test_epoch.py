@@ -1,7 +1,7 @@
 """The epoch arithmetic of packread.torch (packread._epoch) without torch: the permutation of
 one (seed, epoch), the cut into ranks, batches and DataLoader workers, DistributedSampler's
 padding and drop_last, and the positions a saved state resumes from. One test checks, in a
-subprocess, that PackDataset computes its epochs exactly so; tests/test_torch.py runs them
+subprocess, that PackDataset computes its epochs exactly so; tests/python/test_torch.py runs them
 through real DataLoaders."""
 
 from __future__ import annotations

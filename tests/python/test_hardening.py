@@ -14,7 +14,6 @@ import zipfile
 import h5py
 import numpy as np
 import pytest
-from _helpers import assert_same, craft_npy
 
 import packread
 from packread.errors import (
@@ -27,6 +26,7 @@ from packread.errors import (
     ReaderClosedError,
     UnsupportedError,
 )
+from support.helpers import assert_same, craft_npy
 
 # --- zero-size string dtypes (S0, U0): numpy returns empty strings, never S1 garbage ---------
 

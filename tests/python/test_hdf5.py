@@ -12,12 +12,12 @@ import h5py
 import numpy as np
 import pytest
 import tables
-from _h5files import all_rows, chunk_spans, h5py_rows, index_forms, sample_data
-from _helpers import NPY_SCALAR_DTYPES, assert_same
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import packread
+from support.h5files import all_rows, chunk_spans, h5py_rows, index_forms, sample_data
+from support.helpers import NPY_SCALAR_DTYPES, assert_same
 
 
 def _check_reader(reader, path, names=None, *, forms_seed=0):

@@ -13,10 +13,10 @@ import h5py
 import hdf5plugin
 import numpy as np
 import pytest
-from _h5files import all_rows, chunk_spans, contiguous_offset, h5py_rows, patch
-from _helpers import assert_same
 
 import packread
+from support.h5files import all_rows, chunk_spans, contiguous_offset, h5py_rows, patch
+from support.helpers import assert_same
 
 SHAPE = (40, 8, 8)
 CHUNK = (4, 8, 8)
@@ -105,9 +105,10 @@ def _sane(path, wants, names=None):
 # 20. truncated file ---------------------------------------------------------------------------
 
 
+# BAD_INPUTS 20
 @pytest.mark.parametrize("libver", ["earliest", "latest"])
 @pytest.mark.parametrize("cut", [0, 8, 100, 0.25, 0.5, 0.75, -1], ids=str)
-def test_20_truncated_file(tmp_path, libver, cut):
+def test_truncated_file(tmp_path, libver, cut):
     path = tmp_path / "t.h5"
     data = _compressible()
     with h5py.File(path, "w", libver=libver) as f:
@@ -131,8 +132,9 @@ def test_20_truncated_file(tmp_path, libver, cut):
         assert str(path) in str(error)
 
 
+# BAD_INPUTS 20
 @pytest.mark.parametrize("content", [b"", b"\x89HDF\r\n\x1a\n", b"not hdf5 at all\n" * 64])
-def test_20_not_an_hdf5_file(tmp_path, content):
+def test_not_an_hdf5_file(tmp_path, content):
     path = tmp_path / "x.h5"
     path.write_bytes(content)
     err = _raises(packread.HDF5Error, lambda: packread.HDF5Reader(path), path)
@@ -142,9 +144,10 @@ def test_20_not_an_hdf5_file(tmp_path, content):
 # 21. chunk address or size beyond EOF, overlapping chunks --------------------------------------
 
 
+# BAD_INPUTS 21
 @pytest.mark.parametrize("where", ["past-eof", "straddles-eof", "far-past-eof"])
 @pytest.mark.parametrize("name", ["raw", "gz", "f32"])
-def test_21_chunk_address_beyond_eof(good, tmp_path, name, where):
+def test_chunk_address_beyond_eof(good, tmp_path, name, where):
     path, wants = good
     bad = _copy(path, tmp_path / "bad.h5")
     at, _, _, size, _ = _btree_entry(bad, name, 3)
@@ -155,8 +158,9 @@ def test_21_chunk_address_beyond_eof(good, tmp_path, name, where):
     _sane(bad, wants, [k for k in ("raw", "contig") if k != name])
 
 
+# BAD_INPUTS 21
 @pytest.mark.parametrize("name", ["raw", "gz"])
-def test_21_chunk_size_beyond_eof(good, tmp_path, name):
+def test_chunk_size_beyond_eof(good, tmp_path, name):
     path, _ = good
     bad = _copy(path, tmp_path / "bad.h5")
     _, key, _, _, _ = _btree_entry(bad, name, 9)
@@ -164,8 +168,9 @@ def test_21_chunk_size_beyond_eof(good, tmp_path, name):
     _open_or_read_raises(packread.HDF5Error, bad, name)
 
 
+# BAD_INPUTS 21
 @pytest.mark.parametrize("name", ["raw", "gz"])
-def test_21_overlapping_chunks(good, tmp_path, name):
+def test_overlapping_chunks(good, tmp_path, name):
     path, _ = good
     bad = _copy(path, tmp_path / "bad.h5")
     at, _, _, _, _ = _btree_entry(bad, name, 3)
@@ -174,8 +179,9 @@ def test_21_overlapping_chunks(good, tmp_path, name):
     _open_or_read_raises(packread.HDF5Error, bad, name)
 
 
+# BAD_INPUTS 21
 @pytest.mark.parametrize("name", ["raw", "gz", "lzf"])
-def test_21_chunk_key_that_lookup_cannot_find(good, tmp_path, name):
+def test_chunk_key_that_lookup_cannot_find(good, tmp_path, name):
     # A v1 B-tree key holds rank + 1 coordinates, the last always 0 (the element dimension).
     # Corrupt that last one for chunk 5: libhdf5's lookup (what h5py reads through) no longer
     # finds the chunk and reads the fill value, while its chunk iteration still lists it at
@@ -194,8 +200,9 @@ def test_21_chunk_key_that_lookup_cannot_find(good, tmp_path, name):
     assert_same(got, want)
 
 
+# BAD_INPUTS 21
 @pytest.mark.parametrize("name", ["raw", "gz", "lzf", "contig"])
-def test_21_data_cut_off_with_consistent_superblock(tmp_path, name):
+def test_data_cut_off_with_consistent_superblock(tmp_path, name):
     # The file is cut inside the data of the dataset written last, and the superblock's
     # end-of-file address (v0: at byte 40) is patched to match, so libhdf5 opens it: the data
     # runs past the end.
@@ -236,8 +243,9 @@ def test_21_data_cut_off_with_consistent_superblock(tmp_path, name):
 # 22. corrupt compressed chunks, decoded size different from the chunk ------------------------
 
 
+# BAD_INPUTS 22
 @pytest.mark.parametrize("name", ["gz", "lzf", "gz_f32"])
-def test_22_garbage_in_the_middle_of_a_chunk(good, tmp_path, name):
+def test_garbage_in_the_middle_of_a_chunk(good, tmp_path, name):
     path, _ = good
     bad = _copy(path, tmp_path / "bad.h5")
     off, size, mask = chunk_spans(bad, name)[2]
@@ -258,7 +266,8 @@ def test_22_garbage_in_the_middle_of_a_chunk(good, tmp_path, name):
         reader.batch([39, 9])  # one bad sample in the batch spoils it
 
 
-def test_22_every_deflate_bit_flip_is_caught_or_harmless(good, tmp_path):
+# BAD_INPUTS 22
+def test_every_deflate_bit_flip_is_caught_or_harmless(good, tmp_path):
     # Flip one bit at many places of a deflate chunk: whenever zlib refuses the stream (or it
     # inflates to another size), packread raises HDF5Error; when zlib accepts it, packread
     # returns exactly what zlib inflated.
@@ -317,6 +326,7 @@ def _restream(path, name, k, stream):
     patch(path, key, struct.pack("<I", len(stream)))
 
 
+# BAD_INPUTS 22
 @pytest.mark.parametrize(
     ("name", "decoded"),
     [
@@ -332,7 +342,7 @@ def _restream(path, name, k, stream):
         ("lzf", 2 * CHUNK_BYTES),
     ],
 )
-def test_22_stream_inflating_to_another_size(good, tmp_path, name, decoded):
+def test_stream_inflating_to_another_size(good, tmp_path, name, decoded):
     path, wants = good
     bad = _copy(path, tmp_path / "bad.h5")
     payload = b"A" * decoded
@@ -342,8 +352,9 @@ def test_22_stream_inflating_to_another_size(good, tmp_path, name, decoded):
     _sane(bad, wants, ["raw", "contig"])
 
 
+# BAD_INPUTS 22
 @pytest.mark.parametrize("name", ["gz", "lzf"])
-def test_22_stream_of_the_right_size_reads(good, tmp_path, name):
+def test_stream_of_the_right_size_reads(good, tmp_path, name):
     # The control case of the crafting above: a well-formed stream of exactly the chunk's size.
     path, _ = good
     bad = _copy(path, tmp_path / "bad.h5")
@@ -356,9 +367,10 @@ def test_22_stream_of_the_right_size_reads(good, tmp_path, name):
         assert got.tobytes() == f[name][[12, 13]][::-1].tobytes()
 
 
+# BAD_INPUTS 22
 @pytest.mark.parametrize("name", ["gz", "lzf"])
 @pytest.mark.parametrize("keep", [1, 10, 0.5, -1], ids=str)
-def test_22_stream_cut_short(good, tmp_path, name, keep):
+def test_stream_cut_short(good, tmp_path, name, keep):
     path, _ = good
     bad = _copy(path, tmp_path / "bad.h5")
     _, key, _, size, _ = _btree_entry(bad, name, 3)
@@ -367,12 +379,13 @@ def test_22_stream_cut_short(good, tmp_path, name, keep):
     _open_or_read_raises(packread.HDF5Error, bad, name, rows=[13])
 
 
+# BAD_INPUTS 22
 @pytest.mark.parametrize(
     ("name", "mask"),
     [("lzf", 1), ("gz", 1), ("gz", 0xFFFFFFFF), ("lzf_random", 0)],
     ids=["lzf-marked-skipped", "gz-marked-skipped", "gz-all-skipped", "raw-marked-lzf"],
 )
-def test_22_filter_mask_lies(good, tmp_path, name, mask):
+def test_filter_mask_lies(good, tmp_path, name, mask):
     # A compressed chunk whose mask says it was stored raw is the wrong size; a raw chunk whose
     # mask says LZF was applied is not an LZF stream.
     path, _ = good
@@ -399,6 +412,7 @@ def _pipeline_file(tmp_path):
     return path
 
 
+# BAD_INPUTS 24
 @pytest.mark.parametrize(
     "change",
     [
@@ -409,7 +423,7 @@ def _pipeline_file(tmp_path):
         "shuffle-no-params",
     ],
 )
-def test_24_filter_parameters(tmp_path, change):
+def test_filter_parameters(tmp_path, change):
     # Pipeline message v1 entries: id (2), name length (2), flags (2), number of parameters
     # (2), name (padded to 8), parameters (4 each, padded to an even count).
     path = _pipeline_file(tmp_path)
@@ -429,7 +443,8 @@ def test_24_filter_parameters(tmp_path, change):
     _open_or_read_raises(packread.HDF5Error, path, "gz")
 
 
-def test_24_odd_shuffle_element_size_matches_h5py(tmp_path):
+# BAD_INPUTS 24
+def test_odd_shuffle_element_size_matches_h5py(tmp_path):
     # A shuffle element size that does not divide the chunk is valid HDF5 (the tail bytes are
     # left as they are): packread must agree with h5py byte for byte.
     path = _pipeline_file(tmp_path)
@@ -443,8 +458,9 @@ def test_24_odd_shuffle_element_size_matches_h5py(tmp_path):
 # 26. chunk rank or a zero chunk dimension ------------------------------------------------------
 
 
+# BAD_INPUTS 26
 @pytest.mark.parametrize("change", ["zero-dim", "rank", "dim-beyond-the-dataset"])
-def test_26_chunk_layout(tmp_path, change):
+def test_chunk_layout(tmp_path, change):
     # Layout message v3, chunked: version 3, class 2, dimensionality (rank + 1), B-tree address
     # (8), chunk dimensions (4 each, the last is the element size).
     path = _pipeline_file(tmp_path)
@@ -465,8 +481,9 @@ def test_26_chunk_layout(tmp_path, change):
 # 25. Fletcher-32 -------------------------------------------------------------------------------
 
 
+# BAD_INPUTS 25
 @pytest.mark.parametrize("where", ["data-first", "data-middle", "data-last", "checksum"])
-def test_25_fletcher32_mismatch(good, tmp_path, where):
+def test_fletcher32_mismatch(good, tmp_path, where):
     path, wants = good
     bad = _copy(path, tmp_path / "bad.h5")
     off, size, _ = chunk_spans(bad, "f32")[6]
@@ -487,7 +504,8 @@ def test_25_fletcher32_mismatch(good, tmp_path, where):
     assert_same(packread.HDF5Reader(bad, "f32").batch([0, 39]), wants["f32"][[0, 39]])
 
 
-def test_25_fletcher32_after_deflate(good, tmp_path):
+# BAD_INPUTS 25
+def test_fletcher32_after_deflate(good, tmp_path):
     path, _ = good
     bad = _copy(path, tmp_path / "bad.h5")
     off, size, _ = chunk_spans(bad, "gz_f32")[1]
@@ -507,8 +525,9 @@ PLUGINS = {
 }
 
 
+# BAD_INPUTS 27
 @pytest.mark.parametrize("plugin", list(PLUGINS))
-def test_27_filter_only_a_plugin_can_decode(tmp_path, plugin):
+def test_filter_only_a_plugin_can_decode(tmp_path, plugin):
     fid, make = PLUGINS[plugin]
     path = tmp_path / "p.h5"
     data = _compressible()
@@ -537,9 +556,10 @@ def test_27_filter_only_a_plugin_can_decode(tmp_path, plugin):
 # 34. file changed after the reader opened it --------------------------------------------------
 
 
+# BAD_INPUTS 34
 @pytest.mark.parametrize("name", ["raw", "gz", "lzf", "contig"])
 @pytest.mark.parametrize("cache_bytes", [0, 1 << 20])
-def test_34_truncated_after_open(good, tmp_path, name, cache_bytes):
+def test_truncated_after_open(good, tmp_path, name, cache_bytes):
     path, wants = good
     bad = _copy(path, tmp_path / "bad.h5")
     reader = packread.HDF5Reader(bad, name, cache_bytes=cache_bytes)
@@ -557,7 +577,8 @@ def test_34_truncated_after_open(good, tmp_path, name, cache_bytes):
     err = _raises(packread.PackreadError, lambda: reader.batch([39]), bad, name)
 
 
-def test_34_replaced_after_open(good, tmp_path):
+# BAD_INPUTS 34
+def test_replaced_after_open(good, tmp_path):
     # The file is replaced by another one: the open reader keeps reading the file it opened,
     # or fails cleanly; it never mixes the two.
     path, wants = good
@@ -622,8 +643,9 @@ def _readonly(arr):
     return arr
 
 
+# BAD_INPUTS 35
 @pytest.mark.parametrize("kind", list(_bad_outs()))
-def test_35_bad_out_is_refused_before_any_io(doomed, kind):
+def test_bad_out_is_refused_before_any_io(doomed, kind):
     reader, multi = doomed
     out = _bad_outs()[kind]
     with pytest.raises(packread.InvalidArgumentError) as exc:
@@ -640,7 +662,8 @@ def test_35_bad_out_is_refused_before_any_io(doomed, kind):
     assert sentinel.tobytes() == kept.tobytes()
 
 
-def test_35_out_sharing_memory_is_refused(good):
+# BAD_INPUTS 35
+def test_out_sharing_memory_is_refused(good):
     path, _ = good
     reader = packread.HDF5Reader(path, ["gz", "contig"])
     shared = np.zeros((3, 8, 8), "<f4")
@@ -652,13 +675,15 @@ def test_35_out_sharing_memory_is_refused(good):
         reader.batch([0, 1, 2], out={"gz": whole[:3], "contig": whole[2:5]})
 
 
-def test_35_out_of_the_wrong_kind_for_several_datasets(doomed):
+# BAD_INPUTS 35
+def test_out_of_the_wrong_kind_for_several_datasets(doomed):
     _, multi = doomed
     with pytest.raises((TypeError, ValueError)):
         multi.batch([0], out=np.zeros((1, 8, 8), "<f4"))
 
 
-def test_35_out_naming_a_dataset_the_reader_does_not_have(good):
+# BAD_INPUTS 35
+def test_out_naming_a_dataset_the_reader_does_not_have(good):
     # A misspelt key must not be ignored: the caller's array would silently stay unfilled.
     path, _ = good
     reader = packread.HDF5Reader(path, ["gz", "contig"])

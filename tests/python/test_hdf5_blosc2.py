@@ -15,10 +15,10 @@ import hdf5plugin
 import numpy as np
 import pytest
 import tables
-from _h5files import all_rows, chunk_spans, index_forms, sample_data
-from _helpers import NPY_SCALAR_DTYPES, assert_same
 
 import packread
+from support.h5files import all_rows, chunk_spans, index_forms, sample_data
+from support.helpers import NPY_SCALAR_DTYPES, assert_same
 
 CODECS = ["blosclz", "lz4", "lz4hc", "zlib", "zstd"]
 FILTERS = {
@@ -226,7 +226,7 @@ def test_crafted_bad_blosc2_frames_raise_hdf5error(tmp_path, corruption, chunks)
 # corrupted heap): each is now read in a child process of its own, where a crash shows as a
 # signal, and must give packread's error or the data h5py + hdf5plugin read.
 
-DAMAGED = sorted((Path(__file__).parent / "fixtures" / "damaged_blosc2").glob("*.h5"))
+DAMAGED = sorted((Path(__file__).parents[1] / "fixtures" / "damaged_blosc2").glob("*.h5"))
 
 _READ_EVERY_CHUNK = """
 import sys, numpy as np, packread

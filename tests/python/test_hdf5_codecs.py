@@ -9,10 +9,10 @@ import hdf5plugin
 import numpy as np
 import pytest
 import tables
-from _h5files import all_rows, chunk_spans, index_forms, sample_data
-from _helpers import NPY_SCALAR_DTYPES, assert_same
 
 import packread
+from support.h5files import all_rows, chunk_spans, index_forms, sample_data
+from support.helpers import NPY_SCALAR_DTYPES, assert_same
 
 # Numeric dtypes of every size and byte order (strings and records are covered elsewhere and
 # go through the same decoders).

@@ -11,10 +11,10 @@ import hdf5plugin
 import numpy as np
 import pytest
 import tables
-from _h5files import all_rows, sample_data
-from _helpers import assert_same
 
 import packread
+from support.h5files import all_rows, sample_data
+from support.helpers import assert_same
 
 BLOSC = tables.Filters(complevel=5, complib="blosc:lz4")
 
@@ -344,7 +344,7 @@ def test_attrs_h5py(tmp_path):
 def test_in_memory_and_ragged_in_forked_child_and_threads(tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 
-    from _helpers import in_child
+    from support.helpers import in_child
 
     path = tmp_path / "f.h5"
     written = _vlarray_file(path)

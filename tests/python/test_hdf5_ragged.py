@@ -9,9 +9,9 @@ import threading
 import h5py
 import numpy as np
 import pytest
-from _helpers import assert_same
 
 import packread
+from support.helpers import assert_same
 
 N = 40
 

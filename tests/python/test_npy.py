@@ -7,7 +7,12 @@ import pathlib
 
 import numpy as np
 import pytest
-from _helpers import (
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import packread
+from support.helpers import (
     NPY_SCALAR_DTYPES,
     PROPERTY_DTYPES,
     PROPERTY_RECORD,
@@ -19,11 +24,6 @@ from _helpers import (
     stack,
     with_order,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
-
-import packread
 
 # --------------------------------------------------------------------------------------------
 # dtypes

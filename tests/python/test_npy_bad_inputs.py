@@ -7,9 +7,9 @@ import os
 
 import numpy as np
 import pytest
-from _helpers import assert_same, craft_npy, np_load_bytes, npy_bytes
 
 import packread
+from support.helpers import assert_same, craft_npy, np_load_bytes, npy_bytes
 
 GOOD = "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3), }"
 GOOD_DATA = np.arange(6, dtype="<i4").tobytes()
@@ -54,18 +54,20 @@ def test_sanity_crafted_good_header_loads(tmp_path):
 # 1. ---------------------------------------------------------------------------------------
 
 
+# BAD_INPUTS 1
 @pytest.mark.parametrize(
     ("version", "header_len"),
     [(2, 0xFFFFFFF0), (3, 0xFFFFFFF0), (2, 0xFFFFFFFF), (1, 0xFFFF), (2, 10_001)],
 )
-def test_1_header_length_far_beyond_the_file(tmp_path, version, header_len):
+def test_header_length_far_beyond_the_file(tmp_path, version, header_len):
     raw = craft_npy(GOOD, GOOD_DATA, version=version, header_len=header_len)
     assert len(raw) < header_len
     err = _raises_everywhere(tmp_path, raw, packread.LimitExceededError)
     assert isinstance(err, ValueError)
 
 
-def test_1_raised_limit_is_still_bounded_by_the_data(tmp_path):
+# BAD_INPUTS 1
+def test_raised_limit_is_still_bounded_by_the_data(tmp_path):
     # With the limit lifted, a 4 GiB header is still refused from the length of the file,
     # not by trying to allocate or read 4 GiB.
     raw = craft_npy(GOOD, GOOD_DATA, version=2, header_len=0xFFFFFFF0)
@@ -102,7 +104,8 @@ def _big_header_file(tmp_path):
     return raw, path, header_len
 
 
-def test_2_header_over_10000_bytes(tmp_path):
+# BAD_INPUTS 2
+def test_header_over_10000_bytes(tmp_path):
     raw, path, header_len = _big_header_file(tmp_path)
     with pytest.raises(ValueError, match="large"):  # numpy refuses it too
         np.load(path)
@@ -112,7 +115,8 @@ def test_2_header_over_10000_bytes(tmp_path):
         packread.load_npy(raw, max_header_size=header_len - 1)
 
 
-def test_2_raised_limit_loads_like_numpy(tmp_path):
+# BAD_INPUTS 2
+def test_raised_limit_loads_like_numpy(tmp_path):
     raw, path, header_len = _big_header_file(tmp_path)
     for limit in (header_len, 20_000, 10**6):
         want = np.load(path, max_header_size=limit)
@@ -128,7 +132,8 @@ def test_2_raised_limit_loads_like_numpy(tmp_path):
 # 3. ---------------------------------------------------------------------------------------
 
 
-def test_3_code_in_header_is_never_evaluated(tmp_path, monkeypatch):
+# BAD_INPUTS 3
+def test_code_in_header_is_never_evaluated(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     marker = tmp_path / "PWNED"
     headers = [
@@ -150,6 +155,7 @@ def test_3_code_in_header_is_never_evaluated(tmp_path, monkeypatch):
     assert not (tmp_path / "PWNED").exists()
 
 
+# BAD_INPUTS 3
 @pytest.mark.parametrize(
     "header",
     [
@@ -172,11 +178,12 @@ def test_3_code_in_header_is_never_evaluated(tmp_path, monkeypatch):
         "",
     ],
 )
-def test_3_non_literal_header(tmp_path, header):
+def test_non_literal_header(tmp_path, header):
     _raises_everywhere(tmp_path, craft_npy(header, GOOD_DATA), packread.NpyFormatError)
 
 
-def test_3_header_not_utf8_in_v3(tmp_path):
+# BAD_INPUTS 3
+def test_header_not_utf8_in_v3(tmp_path):
     raw = craft_npy(GOOD, GOOD_DATA, version=3)
     raw = raw.replace(b"'<i4'", b"'\xff\xfe4'")
     _raises_everywhere(tmp_path, raw, packread.NpyFormatError)
@@ -185,6 +192,7 @@ def test_3_header_not_utf8_in_v3(tmp_path):
 # 4. ---------------------------------------------------------------------------------------
 
 
+# BAD_INPUTS 4
 @pytest.mark.parametrize(
     "header",
     [
@@ -209,15 +217,16 @@ def test_3_header_not_utf8_in_v3(tmp_path):
         "{'descr': 4, 'fortran_order': False, 'shape': (2, 3), }",
     ],
 )
-def test_4_bad_keys_and_values(tmp_path, header):
+def test_bad_keys_and_values(tmp_path, header):
     _raises_everywhere(tmp_path, craft_npy(header, GOOD_DATA * 4), packread.NpyFormatError)
 
 
 # 5. ---------------------------------------------------------------------------------------
 
 
+# BAD_INPUTS 5
 @pytest.mark.parametrize("shape", ["(-1,)", "(2, -3)", "(-6, -1)", "(0, -1)", "(-0, -2, 3)"])
-def test_5_negative_dimension(tmp_path, shape):
+def test_negative_dimension(tmp_path, shape):
     header = f"{{'descr': '<i4', 'fortran_order': False, 'shape': {shape}, }}"
     err = _raises_everywhere(tmp_path, craft_npy(header, GOOD_DATA), packread.NpyFormatError)
     assert isinstance(err, ValueError)
@@ -242,8 +251,9 @@ OVERFLOWING = [
 ]
 
 
+# BAD_INPUTS 6
 @pytest.mark.parametrize(("descr", "shape"), OVERFLOWING)
-def test_6_size_overflow(tmp_path, descr, shape):
+def test_size_overflow(tmp_path, descr, shape):
     descr = descr if descr.startswith("[") else repr(descr)
     header = f"{{'descr': {descr}, 'fortran_order': False, 'shape': {shape}, }}"
     _raises_everywhere(tmp_path, craft_npy(header, bytes(64)), packread.NpyFormatError)
@@ -262,8 +272,9 @@ class _Trap:
         return (os.mkdir, (self.path,))
 
 
+# BAD_INPUTS 7
 @pytest.mark.parametrize("kind", ["object", "record"])
-def test_7_object_dtype_is_never_unpickled(tmp_path, kind):
+def test_object_dtype_is_never_unpickled(tmp_path, kind):
     marker = tmp_path / "UNPICKLED"
     if kind == "object":
         arr = np.empty(2, dtype=object)
@@ -290,9 +301,10 @@ def test_7_object_dtype_is_never_unpickled(tmp_path, kind):
 # 8. ---------------------------------------------------------------------------------------
 
 
+# BAD_INPUTS 8
 @pytest.mark.parametrize("order", ["C", "F"])
 @pytest.mark.parametrize("version", [(1, 0), (2, 0), (3, 0)])
-def test_8_data_shorter_than_shape(tmp_path, version, order):
+def test_data_shorter_than_shape(tmp_path, version, order):
     arr = np.array(np.arange(24, dtype=">f8").reshape(2, 3, 4), order=order)
     raw = npy_bytes(arr, version=version)
     data_offset = len(raw) - arr.nbytes
@@ -304,7 +316,8 @@ def test_8_data_shorter_than_shape(tmp_path, version, order):
     _raises_everywhere(tmp_path, raw[: data_offset // 2], packread.NpyFormatError)
 
 
-def test_8_truncated_real_file(tmp_path):
+# BAD_INPUTS 8
+def test_truncated_real_file(tmp_path):
     path = tmp_path / "t.npy"
     np.save(path, np.arange(100, dtype="<i8"))
     with open(path, "r+b") as f:
@@ -344,33 +357,38 @@ def _assert_changed_error(reader, paths, victim):
             reader.batch(idx, out=out)
 
 
-def test_34_file_truncated_after_open(make_samples):
+# BAD_INPUTS 34
+def test_file_truncated_after_open(make_samples):
     paths, reader, _ = _open_reader(make_samples)
     with open(paths[3], "r+b") as f:
         f.truncate(os.path.getsize(paths[3]) - 1)
     _assert_changed_error(reader, paths, 3)
 
 
-def test_34_file_truncated_to_nothing_after_open(make_samples):
+# BAD_INPUTS 34
+def test_file_truncated_to_nothing_after_open(make_samples):
     paths, reader, _ = _open_reader(make_samples)
     open(paths[2], "wb").close()
     _assert_changed_error(reader, paths, 2)
 
 
-def test_34_file_grown_after_open(make_samples):
+# BAD_INPUTS 34
+def test_file_grown_after_open(make_samples):
     paths, reader, _ = _open_reader(make_samples)
     np.save(paths[4], np.zeros((4, 17), dtype="<f4"))
     _assert_changed_error(reader, paths, 4)
 
 
-def test_34_file_replaced_by_a_directory(make_samples):
+# BAD_INPUTS 34
+def test_file_replaced_by_a_directory(make_samples):
     paths, reader, _ = _open_reader(make_samples)
     os.remove(paths[1])
     os.mkdir(paths[1])
     _assert_changed_error(reader, paths, 1)
 
 
-def test_34_file_deleted_after_open(make_samples):
+# BAD_INPUTS 34
+def test_file_deleted_after_open(make_samples):
     paths, reader, good = _open_reader(make_samples)
     os.remove(paths[5])
     with pytest.raises(FileNotFoundError) as exc:
@@ -381,7 +399,8 @@ def test_34_file_deleted_after_open(make_samples):
     assert_same(reader.batch([0, 1]), good[:2])
 
 
-def test_34_file_replaced_by_same_size_file_of_another_dtype(make_samples):
+# BAD_INPUTS 34
+def test_file_replaced_by_same_size_file_of_another_dtype(make_samples):
     # os.replace of a sample by a file of equal length but a different header: reading it
     # with the header read at open time would return garbage (int32 bits as float32).
     paths, reader, _ = _open_reader(make_samples)
@@ -481,8 +500,9 @@ BAD_OUTS = {
 }
 
 
+# BAD_INPUTS 35
 @pytest.mark.parametrize("make_out", list(BAD_OUTS.values()), ids=list(BAD_OUTS))
-def test_35_bad_out_before_any_io(samples, make_out):
+def test_bad_out_before_any_io(samples, make_out):
     reader = packread.NpyReader(samples)
     for path in samples:
         os.remove(path)
@@ -497,7 +517,8 @@ def test_35_bad_out_before_any_io(samples, make_out):
     assert "out" in str(exc.value)
 
 
-def test_35_bad_out_leaves_it_untouched(samples):
+# BAD_INPUTS 35
+def test_bad_out_leaves_it_untouched(samples):
     reader = packread.NpyReader(samples)
     out = np.full((6, 3, 8, 8), 7.0, dtype="<f4")
     with pytest.raises(packread.InvalidArgumentError):

@@ -12,7 +12,12 @@ import zipfile
 
 import numpy as np
 import pytest
-from _helpers import (
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import packread
+from support.helpers import (
     NPY_SCALAR_DTYPES,
     PROPERTY_DTYPES,
     PROPERTY_RECORD,
@@ -22,11 +27,6 @@ from _helpers import (
     random_array,
     with_order,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
-
-import packread
 
 SAVERS = {"savez": np.savez, "savez_compressed": np.savez_compressed}
 

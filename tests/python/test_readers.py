@@ -13,8 +13,6 @@ import time
 
 import numpy as np
 import pytest
-from _formats import Case, same, write_all
-from _helpers import in_child
 
 import packread
 from packread.errors import (
@@ -24,6 +22,8 @@ from packread.errors import (
     MissingKeyError,
     PackreadTypeError,
 )
+from support.formats import Case, same, write_all
+from support.helpers import in_child
 
 CASES = ["npy", "zip_raw", "zip_npy", "npz", "h5", "h5_lzf"]
 

@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 import torch
 import torch.multiprocessing as tmp
-from _formats import Case, N, same, write_all
-from _torchdata import rank_main, times_two, write_ids
 from torch.utils.data import DataLoader, DistributedSampler
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 import packread
 from packread.errors import HDF5Error, InvalidArgumentError, PackreadOSError, PackreadTypeError
 from packread.torch import PackDataset, PackMapDataset, open_reader
+from support.formats import Case, N, same, write_all
+from support.torchdata import rank_main, times_two, write_ids
 
 FORMATS = ["npy", "zip_raw", "zip_npy", "npz", "h5", "h5_lzf"]
 

@@ -10,10 +10,10 @@ import zipfile
 
 import numpy as np
 import pytest
-from _helpers import assert_same, npy_bytes, random_array, with_order
-from _zipcraft import build_zip, layout, patch_at
 
 import packread
+from support.helpers import assert_same, npy_bytes, random_array, with_order
+from support.zipcraft import build_zip, layout, patch_at
 
 RNG = np.random.default_rng(1234)
 RANDOM_100K = RNG.integers(0, 256, size=100_000, dtype=np.uint8).tobytes()

@@ -1,56 +1,31 @@
-"""Map-style torch Datasets over an NpyReader and an HDF5Reader; a module of their own so that
-spawn workers can import them (the readers inside pickle by path)."""
+"""A map-style torch Dataset over any packread reader, in a module of its own so that spawn and
+forkserver workers can import it (the reader inside pickles by path)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import torch.utils.data
 
-import packread
+
+def native(arr: np.ndarray) -> np.ndarray:
+    """The array in native byte order (torch refuses others), values unchanged."""
+    return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
 
 
-class NpyDataset(torch.utils.data.Dataset):
-    def __init__(self, reader: packread.NpyReader) -> None:
+class ReaderDataset(torch.utils.data.Dataset):
+    """Item ``i`` is sample ``i`` of the reader: an array, or a dict of arrays for readers of
+    several arrays (HDF5 datasets, NPZ keys), in native byte order."""
+
+    def __init__(self, reader: Any) -> None:
         self.reader = reader
 
     def __len__(self) -> int:
         return len(self.reader)
 
-    def __getitem__(self, i: int) -> np.ndarray:
-        return self.reader.batch([i])[0]
-
-
-class HDF5SampleDataset(torch.utils.data.Dataset):
-    """One sample per item from an HDF5Reader: an array (one dataset) or a dict of arrays."""
-
-    def __init__(self, reader: packread.HDF5Reader) -> None:
-        self.reader = reader
-
-    def __len__(self) -> int:
-        return len(self.reader)
-
-    def __getitem__(self, i: int):
+    def __getitem__(self, i: int) -> Any:
         got = self.reader.batch([i])
         if isinstance(got, dict):
-            return {k: v[0] for k, v in got.items()}
-        return got[0]
-
-
-class ZipNpzDataset(torch.utils.data.Dataset):
-    """Sample i: raw member i of a ZipReader (as '<f4' of ``shape``), ``.npy`` member i of
-    the same archive, and file i of an NpzReader (a dict)."""
-
-    def __init__(self, zip_reader, raw_names, npy_names, npz_reader, shape) -> None:
-        self.zip = zip_reader
-        self.raw_names = raw_names
-        self.npy_names = npy_names
-        self.npz = npz_reader
-        self.shape = shape
-
-    def __len__(self) -> int:
-        return len(self.npz)
-
-    def __getitem__(self, i: int):
-        raw = self.zip.batch([self.raw_names[i]], dtype="<f4", shape=self.shape)[0]
-        npy = self.zip.batch([self.npy_names[i]])[0]
-        return raw, npy, self.npz[i]
+            return {k: native(v[0]) for k, v in got.items()}
+        return native(got[0])

@@ -175,6 +175,50 @@ def write_all(root: str) -> dict[str, Case]:
     return cases
 
 
+#: The datasets of :func:`write_layouts`, one per storage layout and pipeline.
+LAYOUTS = ["gz", "lzf", "raw", "contig", "compact", "g/f32"]
+
+
+def write_layouts(root: str) -> Case:
+    """An HDF5 file (h5py) with a dataset in every storage layout and several pipelines: gzip +
+    shuffle chunks of 16 samples, LZF chunks that split a sample, one raw chunk per sample,
+    contiguous, compact (read through libhdf5) and Fletcher-32 in a group."""
+    os.makedirs(root, exist_ok=True)
+    path = os.path.join(root, "layouts.h5")
+    rng = np.random.default_rng(20)
+    data = {
+        "gz": rng.standard_normal((N, 3, 8, 8)).astype("<f4"),
+        "lzf": rng.integers(-(2**40), 2**40, (N, 10)).astype("<i8"),
+        "raw": rng.integers(0, 2**16, (N, 6)).astype("<u2"),
+        "contig": rng.standard_normal((N, 2, 2)).astype("<f8"),
+        "compact": rng.integers(-(2**15), 2**15, (N, 4)).astype("<i2"),
+        "g/f32": rng.integers(-(2**31), 2**31, (N, 5)).astype("<i4"),
+    }
+    with h5py.File(path, "w") as f:
+        f.create_dataset(
+            "gz", data=data["gz"], chunks=(16, 3, 8, 8), compression="gzip", shuffle=True
+        )
+        f.create_dataset("lzf", data=data["lzf"], chunks=(5, 4), compression="lzf")
+        f.create_dataset("raw", data=data["raw"], chunks=(1, 6))
+        f.create_dataset("contig", data=data["contig"])
+        f.create_dataset("g/f32", data=data["g/f32"], chunks=(7, 5), fletcher32=True)
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_layout(h5py.h5d.COMPACT)
+        space = h5py.h5s.create_simple(data["compact"].shape)
+        tid = h5py.h5t.py_create(data["compact"].dtype)
+        dsid = h5py.h5d.create(f.id, b"compact", tid, space, dcpl=dcpl)
+        dsid.write(h5py.h5s.ALL, h5py.h5s.ALL, data["compact"])
+
+    def reference(rows: list[int], path=path) -> dict[str, np.ndarray]:
+        with h5py.File(path, "r") as f:
+            return {
+                k: _stack([f[k][i] for i in rows], np.empty((0, *f[k].shape[1:]), f[k].dtype))
+                for k in sorted(LAYOUTS)
+            }
+
+    return Case("h5_layouts", path, reference=reference, samples_per_chunk=16)
+
+
 def same(got: Any, want: Any) -> bool:
     """Bit-for-bit equality of arrays (or dicts of arrays), dtype and shape included."""
     if isinstance(want, dict):

@@ -8,7 +8,8 @@ from typing import Any
 
 import h5py
 import numpy as np
-from _helpers import random_array
+
+from support.helpers import random_array
 
 
 def h5py_rows(ds: h5py.Dataset, rows) -> np.ndarray:
