@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use super::array::numpy_dtype;
+use super::detached::Detached;
 use super::errors::{invalid_argument, to_py, IntoPyResult};
 use super::pending::{submit, PendingRead};
 use super::reader::Reader;
@@ -108,7 +109,7 @@ impl RaggedResult {
 /// (`reader`) the batch reader of its fixed-size data. See `packread.HDF5Reader`.
 #[pyclass(module = "packread._packread", frozen)]
 pub struct HDF5File {
-    file: Arc<Hdf5File>,
+    file: Detached<Arc<Hdf5File>>,
     dtypes: Vec<Py<PyArrayDescr>>,
     reader: Py<Reader>,
     threads: Option<usize>,
@@ -155,7 +156,7 @@ impl HDF5File {
             .map(|d| numpy_dtype(py, d.dtype()).map(Bound::unbind))
             .collect::<PyResult<_>>()?;
         Ok(HDF5File {
-            file,
+            file: Detached::new(file),
             dtypes,
             reader,
             threads: num_threads,
@@ -299,7 +300,7 @@ impl HDF5File {
         }
         let rows = Rows::resolve(&idx, self.file.len(), &self.file.location()).py_err(py)?;
         let slot: Arc<Mutex<Option<RaggedBatch>>> = Arc::default();
-        let (file, theirs) = (self.file.clone(), slot.clone());
+        let (file, theirs) = (Arc::clone(&self.file), slot.clone());
         // The sequences' sizes are only known from the file: always on the pool.
         let work = Work {
             units: usize::MAX,

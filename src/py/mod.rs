@@ -2,6 +2,7 @@
 //! the GIL around all I/O (`py.detach`) and maps core errors to Python exceptions.
 
 mod array;
+mod detached;
 mod errors;
 mod hdf5;
 mod npy;

@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
 use super::array::{batch_shape, numpy_dtype, output, Outputs, RawOut};
+use super::detached::Detached;
 use super::errors::{invalid_argument, IntoPyResult};
 use super::pending::{submit, PendingRead};
 use crate::batch::{read_batch, Index, Rows};
@@ -21,7 +22,7 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// Batch reads of one index (see `packread._reader.ArrayReader`).
 #[pyclass(module = "packread._packread", frozen)]
 pub struct Reader {
-    index: Arc<dyn Index>,
+    index: Detached<Arc<dyn Index>>,
     dtypes: Vec<Py<PyArrayDescr>>,
 }
 
@@ -33,13 +34,19 @@ impl Reader {
             .iter()
             .map(|a| numpy_dtype(py, &a.dtype).map(Bound::unbind))
             .collect::<PyResult<_>>()?;
-        Ok(Reader { index, dtypes })
+        Ok(Reader {
+            index: Detached::new(index),
+            dtypes,
+        })
     }
 
     /// The binding of `index` with the numpy dtypes its arrays are viewed as (raw bytes a
     /// caller gave a dtype for).
     pub fn with_dtypes(index: Arc<dyn Index>, dtypes: Vec<Py<PyArrayDescr>>) -> PyResult<Reader> {
-        Ok(Reader { index, dtypes })
+        Ok(Reader {
+            index: Detached::new(index),
+            dtypes,
+        })
     }
 }
 
@@ -104,7 +111,7 @@ impl Reader {
             })
             .collect::<PyResult<Vec<RawOut>>>()?;
         let outputs = Outputs::disjoint(raws).py_err(py)?;
-        let index = self.index.clone();
+        let index = Arc::clone(&self.index);
         let work = index.work(rows.len(), &arrays);
         let keep = outs.into_iter().map(Bound::unbind).collect();
         Ok(submit(py, index.threads(), work, keep, move || {

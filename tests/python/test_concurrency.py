@@ -510,6 +510,65 @@ def test_fork_while_a_thread_holds_libhdf5(tmp_path, child):
     assert isinstance(outcome[0], packread.PackreadError)  # the FIFO held no data
 
 
+DROP_WHILE_BUSY_SCRIPT = textwrap.dedent(
+    """
+    import os, sys, threading, time
+    import h5py, numpy as np
+    import packread
+
+    tmp = sys.argv[1]
+    path, ext, other = (os.path.join(tmp, n) for n in ("ext.h5", "external.bin", "other.h5"))
+    data = np.arange(8 * 6, dtype="<f4").reshape(8, 6)
+    with h5py.File(path, "w") as f:
+        f.create_dataset("x", data=data, external=[(ext, 0, h5py.h5f.UNLIMITED)])
+    with h5py.File(other, "w") as f:
+        f.create_dataset("y", data=data, chunks=(2, 6), compression="gzip")
+    blocked = packread.HDF5Reader(path, "x", num_threads=1)
+    doomed = packread.HDF5Reader(other)
+    doomed.batch([1])
+    os.unlink(ext)
+    os.mkfifo(ext)
+    # A pool thread opens the FIFO inside libhdf5, holding libhdf5's lock until a writer comes.
+    pending = blocked.batch_async([0])
+
+    def writer():
+        time.sleep(0.5)  # the main thread is dropping `doomed` by now
+        while True:
+            try:
+                os.close(os.open(ext, os.O_WRONLY | os.O_NONBLOCK))
+                return
+            except OSError:
+                time.sleep(0.005)
+
+    threading.Thread(target=writer).start()
+    time.sleep(0.2)
+    del doomed  # closes libhdf5 ids: waits for the lock, which needs the writer thread to run
+    try:
+        pending.result(timeout=30)
+    except packread.HDF5Error:
+        pass  # the FIFO held no data
+    print("OK", flush=True)
+    """
+)
+
+
+def test_dropping_a_reader_while_libhdf5_is_busy_lets_python_run(tmp_path):
+    # The last reference to an HDF5 reader goes (here by del, as often in the garbage collector)
+    # while a pool thread is inside libhdf5 waiting on something only Python can give it: the
+    # drop waits for libhdf5's lock with the GIL released, or the process deadlocks.
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", DROP_WHILE_BUSY_SCRIPT, str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"dropping a reader held the GIL while waiting for libhdf5: {exc.stderr!r}")
+    assert proc.returncode == 0, proc.stderr
+    assert "OK" in proc.stdout
+
+
 # --------------------------------------------------------------------------------------------
 # HDF5: h5py and packread side by side in one process (each with its own libhdf5)
 
