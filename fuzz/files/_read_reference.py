@@ -198,6 +198,9 @@ def read_pytables(path: str, request: dict[str, list[int]]) -> dict[str, Any]:
                 )
         finally:
             f.close()
+    # A second opinion: PyTables reads blosc2 chunks directly (found by iterating the chunk
+    # index), h5py through libhdf5's chunk lookup; on damaged B-trees they can disagree.
+    out["h5py"] = read_h5py(path, request)
     return out
 
 

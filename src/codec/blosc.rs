@@ -38,6 +38,8 @@ const DOBITSHUFFLE: u8 = 0x4;
 const LAZY_CHUNK: u8 = 0x08;
 /// blosc2 flags: a zstd dictionary follows the block starts.
 const USE_DICT: u8 = 0x01;
+/// blosc2's id of the byte-shuffle filter in an extended header's filter pipeline.
+const SHUFFLE_FILTER: u8 = 1;
 /// Largest dictionary c-blosc2 writes or reads (`BLOSC2_MAXDICTSIZE`).
 const MAX_DICT: usize = 128 * 1024;
 const INSTRUMENTED: u8 = 0x80;
@@ -111,6 +113,8 @@ pub(crate) struct BloscHeader {
     pub cbytes: usize,
     /// The blosc2 filter pipeline, when the header has one (extended header).
     pub filters: Option<[u8; 6]>,
+    /// Each filter's parameter byte (extended header bytes 24-29; zeros without one).
+    pub filters_meta: [u8; 6],
     /// The codec named in the extended header when the flags defer to it.
     pub udcodec: u8,
     /// blosc2's flag byte (byte 31 of the extended header: lazy chunk, dictionary, special
@@ -137,6 +141,7 @@ impl BloscHeader {
             blocksize: u32_at(8),
             cbytes: u32_at(12),
             filters: None,
+            filters_meta: [0; 6],
             udcodec: 0,
             blosc2_flags: 0,
         };
@@ -153,6 +158,7 @@ impl BloscHeader {
                 filters[5] = 0; // blosc2's alpha format left the last slot unset
             }
             header.filters = Some(filters);
+            header.filters_meta.copy_from_slice(&x[24..30]);
             header.udcodec = x[22];
             header.blosc2_flags = x[31];
         }
@@ -282,6 +288,20 @@ pub(crate) fn check_chunk(input: &[u8], nbytes: usize) -> Result<BloscHeader, Co
         return Err(unsupported(&format!(
             "filter {bad}, which is not one of blosc's own (shuffle, bitshuffle, delta, truncated precision)"
         )));
+    }
+    // c-blosc2 2.23 and later read a shuffle filter's parameter byte, when not 0, as the
+    // number of bytes shuffled together (python-blosc2 writes such chunks); the c-blosc2 2.15
+    // packread links ignores it and would unshuffle by the type size: other bytes, silently.
+    if let Some(filters) = h.filters {
+        for (id, meta) in filters.into_iter().zip(h.filters_meta) {
+            if id == SHUFFLE_FILTER && meta != 0 && meta != h.typesize {
+                return Err(unsupported(&format!(
+                    "a shuffle of {meta}-byte groups in {}-byte items (c-blosc2 2.23's \
+                     parameter of the shuffle filter), which packread's c-blosc2 2.15 does not undo",
+                    h.typesize
+                )));
+            }
+        }
     }
     if h.version <= 2 && h.flags & MEMCPYED == 0 {
         blosc1_streams(input, &h)?;
@@ -624,6 +644,29 @@ pub(crate) mod tests {
         }
         let err = blosc_decompress(&bad, &mut out).unwrap_err();
         assert!(err.to_string().contains("zstd refuses"), "{err}");
+    }
+
+    /// A shuffle filter whose parameter byte names another group size than the type size is
+    /// refused: c-blosc2 2.23 unshuffles by that size, the 2.15 linked here by the type size
+    /// (the whole-file fuzzer found the two disagreeing on a damaged PyTables chunk).
+    #[test]
+    fn shuffles_of_other_group_sizes_are_refused() {
+        let d: Vec<u8> = (0..4000u32).flat_map(|i| ((i % 61) as u16).to_le_bytes()).collect();
+        let c = blosc2_compress(&d, 2, 1, "zstd", 5, false);
+        let h = BloscHeader::parse(&c).unwrap();
+        let slot = h.filters.unwrap().iter().position(|&f| f == SHUFFLE_FILTER).unwrap();
+        let mut out = vec![0u8; d.len()];
+        for (meta, ok) in [(0u8, true), (2, true), (8, false), (4, false)] {
+            let mut x = c.clone();
+            x[24 + slot] = meta;
+            let got = blosc_decompress(&x, &mut out);
+            assert_eq!(got.is_ok(), ok, "meta {meta}: {got:?}");
+            if ok {
+                assert_eq!(out, d);
+            } else {
+                assert!(got.unwrap_err().to_string().contains("2.15"));
+            }
+        }
     }
 
     /// The header fields that would make c-blosc2 load a plugin or follow a lazy chunk's

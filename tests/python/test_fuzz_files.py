@@ -45,8 +45,10 @@ def test_fuzz_files_short_run(tmp_path):
         assert int(row.group(1)) > 0, row.group(0)
 
 
-# Inputs the file fuzzer found, kept as regression files, with the verdict each must keep:
-# "ok" (packread's data equals the reference's), "both-refused".
+# Inputs the file fuzzer found, kept as regression files (with the plan of the run that found
+# them, in a .json beside some), with the verdict each must keep: "ok" (packread's data equals
+# the reference's), "both-refused", "packread-refused" (packread refuses what the reference
+# reads differently), "reference-defect".
 DAMAGED = {
     # A deflated .npy member whose stream ends inside its NPY header: the header read looped
     # forever.
@@ -56,6 +58,13 @@ DAMAGED = {
     "btree_key_trailing_offset.h5": "ok",
     # A blosc 1.x stream whose size was made 0: decoded as zeros by blosc2's rules.
     "blosc1_stream_size_zero.h5": "both-refused",
+    # A blosc2 chunk whose shuffle parameter byte was damaged to 8: PyTables' c-blosc2 2.23
+    # unshuffles in 8-byte groups (its newer meaning of that byte), packread's 2.15 ignored it
+    # and returned other bytes; now refused as a shuffle it cannot undo.
+    "blosc2_shuffle_group_size.h5": "packread-refused",
+    # A damaged B-tree hides a chunk from libhdf5's lookup: h5py and packread read the fill
+    # value, PyTables (iterating the chunk index) the chunk.
+    "pytables_chunk_beyond_btree_lookup.h5": "reference-defect",
 }
 
 
