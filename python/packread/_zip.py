@@ -313,15 +313,14 @@ class ZipReader(Closable):
             raise InvalidArgumentError(f"out= has shape {got}, expected {(len(at), *sample)}")
         elif out.dtype != item:
             raise InvalidArgumentError(f"out= has dtype {out.dtype}, expected {item}")
-        if is_npy:
-            key: tuple[Any, ...] = ("npy", int(at[0]) if len(at) else 0)
-        else:
-            key = ("raw", item, sample)
+        # One batch reader per kind of sample: `.npy` members are checked against the header
+        # of the member that made the reader, which holds this dtype and shape too.
+        key = ("npy" if is_npy else "raw", item, sample)
         reader = self._readers.get(key)
         if reader is None:
             selection = self._archive_positions.tolist()
             if is_npy:
-                reader = self._inner.samples(selection, reference=key[1])
+                reader = self._inner.samples(selection, reference=int(at[0]) if len(at) else 0)
             else:
                 reader = self._inner.samples(selection, item, list(sample))
             self._readers[key] = reader

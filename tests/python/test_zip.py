@@ -501,6 +501,22 @@ def test_batch_npy_members(tmp_path, dtype):
     assert_same(z.batch(order, dtype=dtype, shape=(4, 5)), want)
 
 
+def test_batches_of_npy_members_share_one_batch_reader(tmp_path):
+    # One batch reader per kind of sample, whichever member a batch starts with: a reader per
+    # first member cost a pass over every member per batch (and memory for each).
+    path = tmp_path / "many.zip"
+    with zipfile.ZipFile(path, "w") as zf:
+        for i in range(50):
+            zf.writestr(f"m{i:02d}.npy", npy_bytes(np.full((2, 3), i, "<i4")))
+    z = packread.ZipReader(path)
+    for first in range(50):
+        got = z.batch([first, (first + 7) % 50])
+        assert_same(
+            got, np.stack([np.full((2, 3), first, "<i4"), np.full((2, 3), (first + 7) % 50, "<i4")])
+        )
+    assert len(z._readers) == 1
+
+
 def test_batch_npy_0d_and_zero_size(tmp_path):
     path = tmp_path / "odd.zip"
     with zipfile.ZipFile(path, "w") as zf:
