@@ -20,6 +20,8 @@ all: test
 
 $(STAMP): requirements/dev.in requirements/lock.txt
 	@command -v cargo >/dev/null || { echo "cargo (Rust) is required: https://rustup.rs" >&2; exit 1; }
+	@# libjpeg-turbo's SIMD kernels (built from source by turbojpeg-sys) are assembled by nasm.
+	@command -v nasm >/dev/null || { apt-get update -qq && apt-get install -y -qq nasm; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements/dev.in -c requirements/lock.txt
 	touch $@
@@ -86,7 +88,7 @@ bench: develop
 # `make fuzz-long` runs each for FUZZ_RUNS inputs, or FUZZ_MAX_SECONDS if that comes first (0:
 # no time cap). Each target's result replaces its line in fuzz/logs/summary.txt (so two
 # `make fuzz-long FUZZ_TARGETS=...` lanes can run side by side, one per core).
-FUZZ_TARGETS := npy_header zip_archive deflate shuffle fletcher32 lzf blosc blosc2 lz4 zstd bitshuffle pipeline planner hdf5_chunk
+FUZZ_TARGETS := npy_header zip_archive deflate shuffle fletcher32 lzf blosc blosc2 lz4 zstd bitshuffle pipeline planner hdf5_chunk image
 FUZZ_SECONDS ?= 60
 FUZZ_RUNS ?= 10000000
 FUZZ_MAX_SECONDS ?= 0

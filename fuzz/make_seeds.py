@@ -247,8 +247,37 @@ def planner_seeds() -> None:
     put("planner", "one_dim", bytes([0 + 4 * 4, 8, 3, 0, 1, 2, 7, 7, 6]))
 
 
+def image_seeds() -> None:
+    """Small re-encodings of a photograph in every kind the image decoders read; the first
+    byte picks the mode and crop (see fuzz_targets/image.rs)."""
+    import skimage
+    from PIL import Image
+
+    photo = Image.open(os.path.join(os.path.dirname(skimage.__file__), "data", "chelsea.png"))
+    im = photo.convert("RGB").resize((40, 27))
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    kinds = {
+        "baseline.jpg": (im, "JPEG", {"quality": 80}),
+        "progressive.jpg": (im, "JPEG", {"quality": 80, "progressive": True}),
+        "gray.jpg": (im.convert("L"), "JPEG", {}),
+        "cmyk.jpg": (im.convert("CMYK"), "JPEG", {}),
+        "rotated.jpg": (im, "JPEG", {"exif": exif.tobytes()}),
+        "rgb.png": (im, "PNG", {}),
+        "rgba.png": (im.convert("RGBA"), "PNG", {}),
+        "palette.png": (im.convert("P"), "PNG", {}),
+        "lossless.webp": (im, "WEBP", {"lossless": True}),
+        "lossy.webp": (im, "WEBP", {"quality": 70}),
+    }
+    for k, (name, (img, fmt, kw)) in enumerate(kinds.items()):
+        buf = io.BytesIO()
+        img.save(buf, fmt, **kw)
+        put("image", name, bytes([k * 37 % 256]) + buf.getvalue())
+
+
 def main() -> None:
     npy_seeds()
+    image_seeds()
     zip_seeds()
     planner_seeds()
     with tempfile.TemporaryDirectory() as tmp:

@@ -29,6 +29,8 @@ pub enum ErrorKind {
     Index,
     /// Valid input that packread does not read (object dtype, encryption, unknown filter).
     Unsupported,
+    /// An encoded image that does not decode: truncated, damaged, not an image, too large.
+    Decode,
     /// A broken promise inside packread itself (a bug), or a read that could not finish.
     Internal,
 }

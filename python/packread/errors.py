@@ -10,6 +10,7 @@ import zipfile
 
 __all__ = [
     "BadZipError",
+    "DecodeError",
     "HDF5Error",
     "InconsistentError",
     "IndexOutOfRangeError",
@@ -99,6 +100,12 @@ class ReaderClosedError(PackreadError, ValueError):
 
 class UnsupportedError(PackreadError, NotImplementedError):
     """Valid input that packread cannot read (encryption, unknown compression or filter)."""
+
+
+class DecodeError(PackreadError, ValueError):
+    """An encoded image (JPEG, PNG, WebP) that does not decode: truncated, damaged, not an
+    image at all, or declaring more pixels than allowed. The message names the file or the
+    archive and member, and what is wrong."""
 
 
 class InternalError(PackreadError, RuntimeError):

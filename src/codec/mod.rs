@@ -7,6 +7,7 @@ mod blosc2_frame;
 mod deflate;
 mod hdf5_filters;
 mod hdf5_pipeline;
+pub mod image;
 mod inflate_stream;
 mod lz4;
 mod npy_stream;
@@ -172,6 +173,8 @@ pub enum Step {
     /// Ignores the input: the output is this pattern repeated (an HDF5 chunk never written,
     /// which reads as the fill value).
     Fill(Arc<[u8]>),
+    /// Decodes an encoded image (JPEG, PNG, WebP) into one fixed-shape sample of a batch.
+    Image(Arc<image::ImageStep>),
     /// A filter no decoder here or in libhdf5 knows: a chunk whose mask does not skip it cannot
     /// be read (an `UnsupportedError` naming the filter).
     Missing {
@@ -229,6 +232,7 @@ impl Step {
                 fill(out, pattern);
                 Ok(())
             }
+            Step::Image(step) => step.apply(input, out),
             Step::Missing { id } => Err(Error::new(
                 ErrorKind::Unsupported,
                 "",

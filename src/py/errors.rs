@@ -34,6 +34,7 @@ pub(super) fn to_py(py: Python<'_>, err: Error) -> PyErr {
         ErrorKind::Key => "MissingKeyError",
         ErrorKind::Index => "IndexOutOfRangeError",
         ErrorKind::Unsupported => "UnsupportedError",
+        ErrorKind::Decode => "DecodeError",
         ErrorKind::Internal => "InternalError",
     };
     let cls = match class(py, name) {
