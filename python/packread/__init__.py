@@ -5,12 +5,14 @@ from __future__ import annotations
 from . import errors
 from ._common import BatchReader, PendingBatch
 from ._hdf5 import HDF5Dataset, HDF5Reader
+from ._image import ImageReader
 from ._npy import NpyReader, load_npy
 from ._open import open_reader
 from ._packread import __version__, get_num_threads, set_num_threads
 from ._zip import NpzReader, ZipMemberInfo, ZipReader, load_npz
 from .errors import (
     BadZipError,
+    DecodeError,
     HDF5Error,
     InconsistentError,
     IndexOutOfRangeError,
@@ -28,9 +30,11 @@ from .errors import (
 __all__ = [
     "BadZipError",
     "BatchReader",
+    "DecodeError",
     "HDF5Dataset",
     "HDF5Error",
     "HDF5Reader",
+    "ImageReader",
     "InconsistentError",
     "IndexOutOfRangeError",
     "InternalError",

@@ -7,10 +7,12 @@ from numpy.typing import NDArray
 
 __all__ = [
     "DEFAULT_CACHE_BYTES",
+    "DEFAULT_MAX_PIXELS",
     "DEFAULT_MAX_HEADER_SIZE",
     "DEFAULT_MAX_MEMBER_BYTES",
     "MAX_THREADS",
     "HDF5File",
+    "ImageFile",
     "PendingRead",
     "RaggedResult",
     "Reader",
@@ -30,6 +32,7 @@ __version__: str
 DEFAULT_MAX_HEADER_SIZE: int
 DEFAULT_MAX_MEMBER_BYTES: int
 DEFAULT_CACHE_BYTES: int
+DEFAULT_MAX_PIXELS: int
 MAX_THREADS: int
 
 def set_num_threads(n: int) -> None: ...
@@ -55,7 +58,11 @@ class Reader:
     def location(self) -> str: ...
     def arrays(self) -> list[tuple[str, np.dtype[Any], tuple[int, ...]]]: ...
     def read_into(
-        self, idx: NDArray[np.int64], arrays: list[int], outs: list[NDArray[Any]]
+        self,
+        idx: NDArray[np.int64],
+        arrays: list[int],
+        outs: list[NDArray[Any]],
+        epoch: int = ...,
     ) -> PendingRead: ...
 
 def open_npy(
@@ -63,6 +70,35 @@ def open_npy(
     max_header_size: int = ...,
     num_threads: int | None = ...,
 ) -> Reader: ...
+
+@final
+class ImageFile:
+    def __new__(
+        cls,
+        archive: ZipArchive | None,
+        members: list[int],
+        paths: list[str],
+        names: list[str],
+        size: tuple[int, int],
+        crop: str,
+        resize: int,
+        scale: tuple[float, float],
+        ratio: tuple[float, float],
+        flip: bool,
+        layout: str,
+        mode: str,
+        normalize: tuple[list[float], list[float], str] | None,
+        exif_transpose: bool,
+        max_pixels: int,
+        seed: int,
+        skip: bool,
+        num_threads: int | None,
+    ) -> ImageFile: ...
+    def __len__(self) -> int: ...
+    @property
+    def reader(self) -> Reader: ...
+    def crop(self, index: int, epoch: int) -> tuple[int, int, int, int, bool]: ...
+    def errors(self) -> dict[int, str]: ...
 
 @final
 class ZipArchive:

@@ -77,9 +77,12 @@ class ArrayReader(Closable):
                 f"{self._describe()}: no array {name!r} (arrays: {list(self._arrays)})"
             ) from None
 
-    def _start(self, idx: Indices, names: list[str], out: Out) -> tuple[Any, dict[str, Any]]:
+    def _start(
+        self, idx: Indices, names: list[str], out: Out, epoch: int = 0
+    ) -> tuple[Any, dict[str, Any]]:
         """Starts reading samples ``idx`` of arrays ``names`` into new arrays, or those ``out``
-        holds; returns the read and the arrays by name."""
+        holds, in ``epoch`` (what random augmentation draws from); returns the read and the
+        arrays by name."""
         self._check_open()
         rows = as_indices(idx, len(self), self._describe())
         if out is not None and not isinstance(out, dict):
@@ -99,7 +102,7 @@ class ArrayReader(Closable):
                 info = self._info(n)
                 result[n] = new_output(len(rows), info.shape, info.dtype)
         positions = [self._positions[n] for n in names]
-        read = self._reader.read_into(rows, positions, [result[n] for n in names])
+        read = self._reader.read_into(rows, positions, [result[n] for n in names], epoch)
         return read, {n: result[n] for n in names}
 
     def batch(self, idx: Indices, *, out: Out = None) -> Any:

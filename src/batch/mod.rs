@@ -45,31 +45,46 @@ impl ArraySpec {
 }
 
 /// Sample indices resolved against an index's length: in range, negatives counted from the
-/// end, order and duplicates kept. Made only by [`Rows::resolve`], so a read never checks them
+/// end, order and duplicates kept, and the epoch they are read in (formats with random
+/// augmentation draw from it). Made only by [`Rows::resolve`], so a read never checks them
 /// twice.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rows(Vec<usize>);
+pub struct Rows {
+    rows: Vec<usize>,
+    epoch: u64,
+}
 
 impl Rows {
     /// Resolves Python-style indices against `len` samples; an index out of range is an
     /// `IndexError` naming `location` (the reader's file).
     pub fn resolve(idx: &[i64], len: usize, location: &str) -> Result<Rows> {
-        tiling::resolve_indices(idx, len, location).map(Rows)
+        tiling::resolve_indices(idx, len, location).map(|rows| Rows { rows, epoch: 0 })
+    }
+
+    /// The same rows, read in `epoch`.
+    pub fn in_epoch(mut self, epoch: u64) -> Rows {
+        self.epoch = epoch;
+        self
+    }
+
+    /// The epoch the rows are read in (0 unless set).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     /// The rows, in batch order.
     pub fn as_slice(&self) -> &[usize] {
-        &self.0
+        &self.rows
     }
 
     /// How many rows.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.rows.len()
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.rows.is_empty()
     }
 }
 

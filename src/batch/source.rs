@@ -144,6 +144,11 @@ impl PathSet {
     pub fn paths(&self) -> &[PathBuf] {
         &self.paths
     }
+
+    /// What file `i` was when the set was made (its length among others).
+    pub fn stamp(&self, i: usize) -> FileStamp {
+        self.stamps[i]
+    }
 }
 
 impl Source for PathSet {

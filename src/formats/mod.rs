@@ -3,6 +3,7 @@
 
 #[cfg(feature = "hdf5")]
 pub mod hdf5;
+pub mod image;
 pub mod npy;
 pub mod npz;
 pub mod zip;

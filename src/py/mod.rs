@@ -5,6 +5,7 @@ mod array;
 mod detached;
 mod errors;
 mod hdf5;
+mod image;
 mod npy;
 mod order;
 mod pending;
@@ -35,6 +36,7 @@ fn _packread(m: &Bound<'_, PyModule>) -> PyResult<()> {
     npy::register(m)?;
     zip::register(m)?;
     hdf5::register(m)?;
+    image::register(m)?;
     pending::register(m)?;
     reader::register(m)?;
     order::register(m)?;

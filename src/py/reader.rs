@@ -82,16 +82,20 @@ impl Reader {
 
     /// Starts reading samples `idx` of the arrays at positions `arrays` into `outs` (one
     /// array each, shaped `(len(idx),) + sample shape`); indices and outputs are checked now,
-    /// the read runs on the pool (or at once when tiny).
+    /// the read runs on the pool (or at once when tiny). `epoch` is what formats with random
+    /// augmentation draw from.
+    #[pyo3(signature = (idx, arrays, outs, epoch = 0))]
     fn read_into(
         &self,
         py: Python<'_>,
         idx: PyReadonlyArray1<'_, i64>,
         arrays: Vec<usize>,
         outs: Vec<Bound<'_, PyAny>>,
+        epoch: u64,
     ) -> PyResult<PendingRead> {
-        let rows =
-            Rows::resolve(idx.as_slice()?, self.index.len(), &self.index.location()).py_err(py)?;
+        let rows = Rows::resolve(idx.as_slice()?, self.index.len(), &self.index.location())
+            .py_err(py)?
+            .in_epoch(epoch);
         if arrays.len() != outs.len() {
             return Err(invalid_argument(py, "one output array per array is needed"));
         }

@@ -51,7 +51,7 @@ fn check_positions<S: Source>(
 /// (`samples`). See `packread.ZipReader`.
 #[pyclass(module = "packread._packread", frozen)]
 pub struct ZipArchive {
-    index: Arc<ZipIndex<SharedFile>>,
+    pub(super) index: Arc<ZipIndex<SharedFile>>,
     threads: Option<usize>,
 }
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import doctest
 import importlib
 import inspect
+import io
+import json
 import os
 import zipfile
 
@@ -28,6 +30,7 @@ MODULES = [
     "packread._hdf5",
     "packread._npy",
     "packread._zip",
+    "packread._image",
     "packread._open",
     "packread.errors",
     "packread.torch",
@@ -102,6 +105,14 @@ def example_files(tmp_path_factory):
     with zipfile.ZipFile(root / "train.zip", "w") as z:
         for i in range(16):
             z.writestr(f"img/{i:02d}.raw", images[i].tobytes())
+    from PIL import Image
+
+    with zipfile.ZipFile(root / "images.zip", "w") as z:
+        for i in range(4):
+            buf = io.BytesIO()
+            Image.fromarray(images[i].transpose(1, 2, 0)).save(buf, "PNG")
+            z.writestr(f"{i:02d}.png", buf.getvalue())
+        z.writestr("dataset.json", json.dumps({"labels": {f"{i:02d}.png": i for i in range(4)}}))
     np.save(root / "sample.npy", rng.random((4, 8)))
     np.savez(root / "sample.npz", image=images[0], mask=images[0, 0] > 128)
     return root

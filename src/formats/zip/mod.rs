@@ -14,6 +14,7 @@ use arc_swap::ArcSwapOption;
 
 use crate::batch::source::{MemorySource, SharedFile, Source};
 use crate::batch::{run_extents, Dest, Extent, Work};
+use crate::codec::image::ImageStep;
 use crate::codec::{Faults, NpyExpect, Pipeline, Step, Wrapper};
 use crate::error::{Error, ErrorKind, Result};
 use crate::formats::npy;
@@ -190,6 +191,11 @@ impl MemberData {
                 steps.push(Step::NpyStream(expect.clone()));
                 expect.data_len()
             }
+            Payload::Image(step) => {
+                let len = step.spec.sample_bytes();
+                steps.push(Step::Image(step.clone()));
+                len
+            }
         };
         let mut pipeline = Pipeline::new(steps);
         if self.method == DEFLATED {
@@ -214,6 +220,8 @@ pub enum Payload {
     Raw,
     /// An NPY stream whose array data is wanted.
     Npy(Arc<NpyExpect>),
+    /// An encoded image, decoded into one sample.
+    Image(Arc<ImageStep>),
 }
 
 /// An archive's members, and the source their bytes are read from.

@@ -1,0 +1,396 @@
+"""Encoded images (JPEG, PNG, WebP) decoded on packread's threads into fixed-shape batches:
+:class:`ImageReader`, over ZIP members or an ``ImageFolder`` tree (a directory, or a ZIP
+holding one)."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import posixpath
+import warnings
+from collections.abc import Sequence
+from typing import Any, Union
+
+import numpy as np
+
+from . import _packread
+from ._common import Indices, PendingBatch, check_num_threads
+from ._reader import ArrayReader, Out
+from .errors import InvalidArgumentError, MissingKeyError
+
+#: Largest ``width * height`` an image may declare (PIL's ``MAX_IMAGE_PIXELS``).
+DEFAULT_MAX_PIXELS: int = _packread.DEFAULT_MAX_PIXELS
+
+#: The file names ``torchvision.datasets.ImageFolder`` takes for images (lower case); the
+#: same, so that a tree gives the same samples and labels. packread decodes JPEG, PNG and
+#: WebP; a file of another format among them is a ``DecodeError`` (or skipped).
+IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+
+#: The JSON member read for labels when ``labels`` is not given (the tutorial's convention).
+LABELS_MEMBER = "dataset.json"
+
+Size = Union[int, Sequence[int]]
+
+
+def _is_image(name: str) -> bool:
+    return name.lower().endswith(IMG_EXTENSIONS)
+
+
+def _pair(value: Any, what: str, cast: type = float) -> tuple[Any, Any]:
+    try:
+        a, b = value
+        return cast(a), cast(b)
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"{what} must be a pair of numbers, got {value!r}") from None
+
+
+def _size(size: Size) -> tuple[int, int]:
+    if isinstance(size, (int, np.integer)):
+        h = w = int(size)
+    else:
+        h, w = _pair(size, "size", int)
+    if h <= 0 or w <= 0:
+        raise InvalidArgumentError(f"size must be positive, got {size!r}")
+    return h, w
+
+
+def _labels_from_json(raw: bytes, where: str, names: list[str]) -> np.ndarray:
+    """Labels of ``names`` from ``{"labels": {name: label}}`` or
+    ``{"labels": [[name, label], ...]}``; a name without a label is an error naming it."""
+    try:
+        doc = json.loads(raw)
+        table = doc["labels"]
+        if isinstance(table, list):
+            table = {str(n): lab for n, lab in table}
+        if not isinstance(table, dict):
+            raise TypeError("labels is neither a mapping nor a list of pairs")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InvalidArgumentError(
+            f"{where}: labels must be JSON of the form {{'labels': {{name: label}}}} or "
+            f"{{'labels': [[name, label], ...]}} ({exc})"
+        ) from None
+    out = np.empty(len(names), dtype=np.int64)
+    for k, n in enumerate(names):
+        if n not in table:
+            raise MissingKeyError(f"{where}: no label for {n!r}")
+        out[k] = int(table[n])
+    return out
+
+
+def _folder_tree(root: str) -> tuple[list[str], list[str], np.ndarray]:
+    """``torchvision.datasets.ImageFolder``'s samples of ``root``: classes are the sorted
+    sub-directory names, files are walked in sorted order (links followed) and kept by
+    extension; returns paths, classes and labels."""
+    classes = sorted(e.name for e in os.scandir(root) if e.is_dir())
+    if not classes:
+        raise InvalidArgumentError(
+            f"{root}: no class folders (the ImageFolder layout is root/<class>/<file>)"
+        )
+    paths: list[str] = []
+    labels: list[int] = []
+    empty = []
+    for k, cls in enumerate(classes):
+        before = len(paths)
+        for folder, _, files in sorted(os.walk(os.path.join(root, cls), followlinks=True)):
+            for f in sorted(files):
+                if _is_image(f):
+                    paths.append(os.path.join(folder, f))
+                    labels.append(k)
+        if len(paths) == before:
+            empty.append(cls)
+    if empty:
+        raise InvalidArgumentError(
+            f"{root}: no image files in the class folders {empty} (extensions: {IMG_EXTENSIONS})"
+        )
+    return paths, classes, np.asarray(labels, dtype=np.int64)
+
+
+def _zip_tree(names: list[str], where: str) -> tuple[list[str], list[str], np.ndarray] | None:
+    """The ``ImageFolder`` tree inside an archive: below the members' common folder, the first
+    folder of each image is its class. ``None`` when some image has no class folder."""
+    dirs = [posixpath.dirname(n) for n in names]
+    common = posixpath.commonpath(dirs) if dirs and all(dirs) else ""
+    parts = []
+    for n in names:
+        rest = n[len(common) + 1 :] if common else n
+        if "/" not in rest:
+            return None
+        cls, _ = rest.split("/", 1)
+        parts.append((cls, posixpath.dirname(rest), posixpath.basename(rest), n))
+    parts.sort()
+    classes = sorted({p[0] for p in parts})
+    index = {c: k for k, c in enumerate(classes)}
+    ordered = [p[3] for p in parts]
+    labels = np.asarray([index[p[0]] for p in parts], dtype=np.int64)
+    return ordered, classes, labels
+
+
+class ImageReader(ArrayReader):
+    """Encoded images (JPEG, PNG, WebP; told by their first bytes) decoded, cropped, resized
+    and written straight into one preallocated batch on packread's threads, with the GIL
+    released.
+
+    ``source`` is a ZIP archive or a folder:
+
+    - a ZIP of images chosen by ``members`` (a glob pattern or a list of names; default:
+      every member whose name ends in an image extension), in name order, labelled by a JSON
+      member (``labels``, default ``dataset.json`` when the archive holds one) of the form
+      ``{"labels": {name: label}}`` or ``{"labels": [[name, label], ...]}``;
+    - an ``ImageFolder`` tree ``root/<class>/<file>``, as a folder or packed in a ZIP (below
+      the members' common folder): ``classes`` are the sorted class folder names, labels their
+      0-based positions, as ``torchvision.datasets.ImageFolder`` gives them.
+
+    Each sample is ``size`` (``S`` or ``(H, W)``) in ``mode`` (``"RGB"``, ``"L"``,
+    ``"RGBA"``), laid out ``"NHWC"`` or ``"NCHW"``, uint8 (or float32/float16 with
+    ``normalize=(mean, std)`` or ``(mean, std, "float16")``: ``(x / 255 - mean) / std``):
+
+    - ``crop="center"`` (eval): torchvision's ``Resize(resize)`` (default: the larger side of
+      ``size``) then ``CenterCrop(size)``;
+    - ``crop="random"`` (train): torchvision's ``RandomResizedCrop(size, scale, ratio)`` and,
+      with ``flip=True``, ``RandomHorizontalFlip``, drawn from ``(seed, epoch, sample)``: an
+      epoch repeats its crops exactly (``batch(idx, epoch=...)``).
+
+    Resizing is PIL's antialiased bilinear filter (results within 1-2 levels of PIL's);
+    without resizing, pixels equal PIL's ``Image.open(f).convert(mode)``. ``exif_transpose``
+    turns images upright first, as ``PIL.ImageOps.exif_transpose``. An image that does not
+    decode raises :class:`~packread.DecodeError` naming the archive and member or the file;
+    with ``on_error="skip"`` it is replaced in its slot by the next sample (in index order,
+    wrapping around) that decodes, recorded in :attr:`errors`, with one warning per reader.
+
+    >>> r = ImageReader("images.zip", size=32)
+    >>> r.batch([0, 1]).shape, r.labels[:2]
+    ((2, 32, 32, 3), array([0, 1]))
+    """
+
+    _single = True
+
+    def __init__(
+        self,
+        source: str | os.PathLike[str],
+        *,
+        members: str | Sequence[str] | None = None,
+        dataset: str | None = None,
+        labels: str | bool | None = None,
+        size: Size | None = None,
+        resize: int | None = None,
+        crop: str = "center",
+        flip: bool = False,
+        layout: str = "NHWC",
+        mode: str = "RGB",
+        normalize: Any = None,
+        seed: int = 0,
+        exif_transpose: bool = False,
+        on_error: str = "raise",
+        num_threads: int | None = None,
+        scale: Sequence[float] = (0.08, 1.0),
+        ratio: Sequence[float] = (3 / 4, 4 / 3),
+        max_pixels: int = DEFAULT_MAX_PIXELS,
+    ) -> None:
+        path = os.fspath(source)
+        self._options: dict[str, Any] = {
+            "members": members if members is None or isinstance(members, str) else list(members),
+            "dataset": dataset,
+            "labels": labels,
+            "size": size,
+            "resize": resize,
+            "crop": crop,
+            "flip": flip,
+            "layout": layout,
+            "mode": mode,
+            "normalize": normalize,
+            "seed": seed,
+            "exif_transpose": exif_transpose,
+            "on_error": on_error,
+            "num_threads": num_threads,
+            "scale": tuple(scale),
+            "ratio": tuple(ratio),
+            "max_pixels": max_pixels,
+        }
+        if dataset is not None:
+            raise InvalidArgumentError(
+                "dataset= names an HDF5 dataset of encoded images, which this release does not "
+                "read yet; pass a ZIP archive or a folder"
+            )
+        if size is None:
+            raise InvalidArgumentError("size= is needed: the height and width of every sample")
+        hw = _size(size)
+        if crop not in ("center", "random"):
+            raise InvalidArgumentError(f"crop must be 'center' or 'random', got {crop!r}")
+        if layout not in ("NHWC", "NCHW"):
+            raise InvalidArgumentError(f"layout must be 'NHWC' or 'NCHW', got {layout!r}")
+        if mode not in ("RGB", "L", "RGBA"):
+            raise InvalidArgumentError(f"mode must be 'RGB', 'L' or 'RGBA', got {mode!r}")
+        if on_error not in ("raise", "skip"):
+            raise InvalidArgumentError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+        channels = len(mode)
+        norm = None
+        if normalize is not None:
+            mean, std, *rest = normalize
+            dtype = np.dtype(rest[0] if rest else "float32").name
+            if dtype not in ("float32", "float16"):
+                raise InvalidArgumentError(
+                    f"normalize's dtype must be float32 or float16, got {dtype}"
+                )
+            mean = [float(x) for x in np.broadcast_to(np.asarray(mean, float), (channels,))]
+            std = [float(x) for x in np.broadcast_to(np.asarray(std, float), (channels,))]
+            if any(s == 0 for s in std):
+                raise InvalidArgumentError("normalize's std must not be 0")
+            norm = (mean, std, dtype)
+        resize_to = int(resize) if resize is not None else max(hw)
+        s0, s1 = _pair(scale, "scale")
+        r0, r1 = _pair(ratio, "ratio")
+        if not (0 < s0 <= s1 <= 1) or not (0 < r0 <= r1):
+            raise InvalidArgumentError(f"scale {scale!r} or ratio {ratio!r} out of range")
+
+        self.classes: list[str] | None = None
+        self.labels: np.ndarray | None = None
+        archive = None
+        positions: list[int] = []
+        paths: list[str] = []
+        if os.path.isdir(path):
+            if members is not None:
+                raise InvalidArgumentError("members= selects ZIP members; a folder has none")
+            paths, self.classes, self.labels = _folder_tree(path)
+            names = paths
+        else:
+            archive = _packread.ZipArchive(
+                path, True, 1 << 62, 1 << 20, check_num_threads(num_threads)
+            )
+            all_names = list(archive.names())
+            if members is None:
+                chosen = sorted(n for n in all_names if _is_image(n))
+            elif isinstance(members, str):
+                chosen = sorted(n for n in all_names if fnmatch.fnmatchcase(n, members))
+            else:
+                chosen = list(members)
+            if not chosen:
+                raise InvalidArgumentError(f"{path}: no members are images (members={members!r})")
+            label_member = labels if isinstance(labels, str) else None
+            if labels is None and LABELS_MEMBER in all_names:
+                label_member = LABELS_MEMBER
+            if label_member is not None:
+                (pos,) = archive.positions([label_member])
+                raw = _read_member(archive, pos)
+                self.labels = _labels_from_json(raw, f"{path}:{label_member}", chosen)
+            elif labels is None and members is None:
+                tree = _zip_tree(chosen, path)
+                if tree is not None:
+                    chosen, self.classes, self.labels = tree
+            names = chosen
+            positions = list(archive.positions(chosen))
+        self._names = list(names)
+        self._file = _packread.ImageFile(
+            archive,
+            positions,
+            paths,
+            self._names,
+            hw,
+            crop,
+            resize_to,
+            (s0, s1),
+            (r0, r1),
+            bool(flip),
+            layout,
+            mode,
+            norm,
+            bool(exif_transpose),
+            int(max_pixels),
+            int(seed) & (2**64 - 1),
+            on_error == "skip",
+            check_num_threads(num_threads),
+        )
+        self._bind(self._file.reader)
+        self._warned = False
+        self._path = path
+
+    @property
+    def class_to_idx(self) -> dict[str, int] | None:
+        """Class name to label, for folder trees (``None`` otherwise)."""
+        return None if self.classes is None else {c: k for k, c in enumerate(self.classes)}
+
+    @property
+    def errors(self) -> dict[int, str]:
+        """Every sample found not to decode so far (``on_error="skip"``), with why."""
+        return dict(self._file.errors())
+
+    def crop_params(self, i: int, epoch: int = 0) -> tuple[int, int, int, int, bool]:
+        """``(top, left, height, width, flipped)`` of the crop sample ``i`` gets in ``epoch``,
+        in its (upright) pixels: torchvision's ``resized_crop(img, top, left, height, width,
+        size)`` (then ``hflip`` when flipped) on the PIL image gives the same sample (eval
+        crops: the box ``Resize`` + ``CenterCrop`` covers, rounded).
+
+        >>> ImageReader("images.zip", size=32, crop="random").crop_params(0, epoch=1)
+        (...)
+        """
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"{self._path}: sample {i} of {n}")
+        return tuple(self._file.crop(i % n, int(epoch)))  # type: ignore[return-value]
+
+    def names(self) -> list[str]:
+        """The samples' names: member names, or file paths.
+
+        >>> ImageReader("images.zip", size=32).names()[:2]
+        ['00.png', '01.png']
+        """
+        return list(self._names)
+
+    def batch(self, idx: Indices, *, epoch: int = 0, out: Out = None) -> Any:
+        """Images ``idx`` as one array ``(len(idx),) + shape``; random crops are those of
+        ``epoch``.
+
+        >>> ImageReader("images.zip", size=32, crop="random").batch([0], epoch=1).shape
+        (1, 32, 32, 3)
+        """
+        return self.batch_async(idx, epoch=epoch, out=out).result()
+
+    def batch_async(self, idx: Indices, *, epoch: int = 0, out: Out = None) -> PendingBatch[Any]:
+        """Like :meth:`batch`, but returns at once with the read running on the pool.
+
+        >>> ImageReader("images.zip", size=32).batch_async([0]).result().shape
+        (1, 32, 32, 3)
+        """
+        if epoch < 0:
+            raise InvalidArgumentError(f"epoch must be >= 0, got {epoch}")
+        names = self._array_keys()
+        read, arrays = self._start(idx, names, out, int(epoch))
+        value = arrays[names[0]]
+
+        def finish() -> Any:
+            self._warn_errors()
+            return value
+
+        return PendingBatch(read, value, finish)
+
+    def _warn_errors(self) -> None:
+        if not self._warned and self._file.errors():
+            self._warned = True
+            bad = self._file.errors()
+            first = next(iter(bad.items()))
+            warnings.warn(
+                f"{self._path}: {len(bad)} image(s) did not decode and were replaced "
+                f"(reader.errors has them all); first: sample {first[0]}: {first[1]}",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_reopen_images, (self._path, self._options))
+
+    def __repr__(self) -> str:
+        return f"ImageReader({self._path!r}, {len(self)} images, shape={self.shape})"
+
+    def _describe(self) -> str:
+        return self._path
+
+
+def _read_member(archive: Any, position: int) -> bytes:
+    size = archive.info(position)[1]
+    if size > 64 << 20:
+        raise InvalidArgumentError("the labels member is over 64 MiB")
+    return bytes(archive.read(position))
+
+
+def _reopen_images(path: str, options: dict[str, Any]) -> ImageReader:
+    return ImageReader(path, **options)
