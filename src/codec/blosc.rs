@@ -651,10 +651,17 @@ pub(crate) mod tests {
     /// (the whole-file fuzzer found the two disagreeing on a damaged PyTables chunk).
     #[test]
     fn shuffles_of_other_group_sizes_are_refused() {
-        let d: Vec<u8> = (0..4000u32).flat_map(|i| ((i % 61) as u16).to_le_bytes()).collect();
+        let d: Vec<u8> = (0..4000u32)
+            .flat_map(|i| ((i % 61) as u16).to_le_bytes())
+            .collect();
         let c = blosc2_compress(&d, 2, 1, "zstd", 5, false);
         let h = BloscHeader::parse(&c).unwrap();
-        let slot = h.filters.unwrap().iter().position(|&f| f == SHUFFLE_FILTER).unwrap();
+        let slot = h
+            .filters
+            .unwrap()
+            .iter()
+            .position(|&f| f == SHUFFLE_FILTER)
+            .unwrap();
         let mut out = vec![0u8; d.len()];
         for (meta, ok) in [(0u8, true), (2, true), (8, false), (4, false)] {
             let mut x = c.clone();

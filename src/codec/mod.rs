@@ -23,6 +23,7 @@ pub use bitshuffle::{
     bitshuffle_block, bitshuffle_decode, bitunshuffle_block_with, BitshuffleInner, Kernel,
 };
 pub use blosc::{b2nd_compress, blosc2_compress, blosc_decompress};
+#[cfg(feature = "hdf5")]
 pub(crate) use blosc::{check_chunk, BloscHeader};
 pub use blosc2_frame::{blosc2_frame_decompress, blosc2_frame_size};
 pub use deflate::{inflate, inflate_prefix, Inflater, Wrapper};

@@ -178,6 +178,23 @@ impl ImageIndex {
         })
     }
 
+    /// The size of image file `row`, refused over [`DEFAULT_MAX_FILE_BYTES`] (a file is read
+    /// whole).
+    fn file_len(&self, set: &PathSet, row: usize) -> Result<u64> {
+        let len = set.stamp(row).len;
+        if len > self.max_file_bytes {
+            return Err(Error::new(
+                ErrorKind::LimitExceeded,
+                self.names[row].clone(),
+                format!(
+                    "image file of {len} bytes is over the limit of {}",
+                    self.max_file_bytes
+                ),
+            ));
+        }
+        Ok(len)
+    }
+
     /// The read of sample `row` into output 0 at byte `dst`.
     fn extent(&self, row: usize, step: Arc<ImageStep>, dst: usize) -> Result<Extent> {
         match &self.bytes {
@@ -185,17 +202,7 @@ impl ImageIndex {
                 zip.extent(members[row], &Payload::Image(step), 0, dst)
             }
             ImageBytes::Files(set) => {
-                let len = set.stamp(row).len;
-                if len > self.max_file_bytes {
-                    return Err(Error::new(
-                        ErrorKind::LimitExceeded,
-                        self.names[row].clone(),
-                        format!(
-                            "image file of {len} bytes is over the limit of {}",
-                            self.max_file_bytes
-                        ),
-                    ));
-                }
+                let len = self.file_len(set, row)?;
                 Ok(Extent {
                     file: row as u32,
                     offset: 0,
@@ -221,17 +228,7 @@ impl ImageIndex {
         match &self.bytes {
             ImageBytes::Zip { zip, members } => zip.read(members[row]),
             ImageBytes::Files(set) => {
-                let len = set.stamp(row).len;
-                if len > self.max_file_bytes {
-                    return Err(Error::new(
-                        ErrorKind::LimitExceeded,
-                        self.names[row].clone(),
-                        format!(
-                            "image file of {len} bytes is over the limit of {}",
-                            self.max_file_bytes
-                        ),
-                    ));
-                }
+                let len = self.file_len(set, row)?;
                 let mut buf = vec![0u8; len as usize];
                 set.read_at(row as u32, 0, &mut buf)?;
                 Ok(buf)

@@ -32,65 +32,6 @@ pub struct ImageFile {
     reader: Py<Reader>,
 }
 
-/// The spec from the Python arguments (checked by `packread.ImageReader` first; checked again
-/// here, where a wrong value would otherwise be a wrong batch).
-#[allow(clippy::too_many_arguments)]
-fn spec(
-    py: Python<'_>,
-    size: (u32, u32),
-    crop: &str,
-    resize: u32,
-    scale: (f64, f64),
-    ratio: (f64, f64),
-    flip: bool,
-    layout: &str,
-    mode: &str,
-    normalize: Option<(Vec<f32>, Vec<f32>, String)>,
-    exif_transpose: bool,
-    max_pixels: u64,
-) -> PyResult<ImageSpec> {
-    let mode = Mode::parse(mode).ok_or_else(|| invalid_argument(py, format!("mode {mode:?}")))?;
-    let crop = match crop {
-        "center" => Crop::Center { resize },
-        "random" => Crop::Random { scale, ratio },
-        other => return Err(invalid_argument(py, format!("crop {other:?}"))),
-    };
-    let layout = match layout {
-        "NHWC" => Layout::Nhwc,
-        "NCHW" => Layout::Nchw,
-        other => return Err(invalid_argument(py, format!("layout {other:?}"))),
-    };
-    let (element, mean, std) = match normalize {
-        None => (Element::U8, vec![], vec![]),
-        Some((mean, std, dtype)) => {
-            let element = match dtype.as_str() {
-                "float32" => Element::F32,
-                "float16" => Element::F16,
-                other => return Err(invalid_argument(py, format!("dtype {other:?}"))),
-            };
-            if mean.len() != mode.channels() || std.len() != mode.channels() {
-                return Err(invalid_argument(py, "one mean and std per channel"));
-            }
-            (element, mean, std)
-        }
-    };
-    if size.0 == 0 || size.1 == 0 || resize == 0 {
-        return Err(invalid_argument(py, "sizes must be positive"));
-    }
-    Ok(ImageSpec {
-        size,
-        crop,
-        flip,
-        layout,
-        mode,
-        element,
-        mean,
-        std,
-        exif_transpose,
-        limits: Limits { max_pixels },
-    })
-}
-
 #[pymethods]
 impl ImageFile {
     /// Images from the members at `members` of `archive` (or from the files `paths`), named
@@ -119,20 +60,51 @@ impl ImageFile {
         skip: bool,
         num_threads: Option<usize>,
     ) -> PyResult<Self> {
-        let spec = spec(
-            py,
-            size,
-            crop,
-            resize,
-            scale,
-            ratio,
-            flip,
-            layout,
-            mode,
-            normalize,
-            exif_transpose,
-            max_pixels,
-        )?;
+        // Checked by `packread.ImageReader` first; checked again here, where a wrong value
+        // would otherwise be a wrong batch.
+        let spec = (|| -> PyResult<ImageSpec> {
+            let mode =
+                Mode::parse(mode).ok_or_else(|| invalid_argument(py, format!("mode {mode:?}")))?;
+            let crop = match crop {
+                "center" => Crop::Center { resize },
+                "random" => Crop::Random { scale, ratio },
+                other => return Err(invalid_argument(py, format!("crop {other:?}"))),
+            };
+            let layout = match layout {
+                "NHWC" => Layout::Nhwc,
+                "NCHW" => Layout::Nchw,
+                other => return Err(invalid_argument(py, format!("layout {other:?}"))),
+            };
+            let (element, mean, std) = match normalize {
+                None => (Element::U8, vec![], vec![]),
+                Some((mean, std, dtype)) => {
+                    let element = match dtype.as_str() {
+                        "float32" => Element::F32,
+                        "float16" => Element::F16,
+                        other => return Err(invalid_argument(py, format!("dtype {other:?}"))),
+                    };
+                    if mean.len() != mode.channels() || std.len() != mode.channels() {
+                        return Err(invalid_argument(py, "one mean and std per channel"));
+                    }
+                    (element, mean, std)
+                }
+            };
+            if size.0 == 0 || size.1 == 0 || resize == 0 {
+                return Err(invalid_argument(py, "sizes must be positive"));
+            }
+            Ok(ImageSpec {
+                size,
+                crop,
+                flip,
+                layout,
+                mode,
+                element,
+                mean,
+                std,
+                exif_transpose,
+                limits: Limits { max_pixels },
+            })
+        })()?;
         let bytes = match archive {
             Some(a) => ImageBytes::Zip {
                 zip: a.index.clone(),

@@ -48,6 +48,22 @@ def case(request, cases) -> Case:
     return cases[request.param]
 
 
+def run_script(script: str, *args: object, hang: str) -> str:
+    """Runs ``script`` in a fresh interpreter; its stdout. Exiting non-zero fails the test, and
+    so does running past ``TIMEOUT_S`` (reported as ``hang``)."""
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", script, *map(str, args)],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"{hang}: {exc.stdout!r} {exc.stderr!r}")
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
 def rows_of(idx) -> list[int]:
     """The sample each index means (negative ones count from the end)."""
     return [int(i) % N for i in idx]
@@ -556,17 +572,12 @@ def test_dropping_a_reader_while_libhdf5_is_busy_lets_python_run(tmp_path):
     # The last reference to an HDF5 reader goes (here by del, as often in the garbage collector)
     # while a pool thread is inside libhdf5 waiting on something only Python can give it: the
     # drop waits for libhdf5's lock with the GIL released, or the process deadlocks.
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-c", DROP_WHILE_BUSY_SCRIPT, str(tmp_path)],
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_S,
-        )
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"dropping a reader held the GIL while waiting for libhdf5: {exc.stderr!r}")
-    assert proc.returncode == 0, proc.stderr
-    assert "OK" in proc.stdout
+    out = run_script(
+        DROP_WHILE_BUSY_SCRIPT,
+        tmp_path,
+        hang="dropping a reader held the GIL while waiting for libhdf5",
+    )
+    assert "OK" in out
 
 
 # --------------------------------------------------------------------------------------------
@@ -674,14 +685,8 @@ IMPORT_ORDER_SCRIPT = textwrap.dedent(
 
 @pytest.mark.parametrize("order", ["packread-first", "h5py-first"])
 def test_import_order_with_h5py(tmp_path, order):
-    proc = subprocess.run(
-        [sys.executable, "-c", IMPORT_ORDER_SCRIPT, str(tmp_path / "a.h5"), order],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "OK packread" in proc.stdout
+    out = run_script(IMPORT_ORDER_SCRIPT, tmp_path / "a.h5", order, hang="import hung")
+    assert "OK packread" in out
 
 
 # --------------------------------------------------------------------------------------------
@@ -729,15 +734,6 @@ GIL_SCRIPT = textwrap.dedent(
 
 
 def test_batch_releases_the_gil(tmp_path):
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-c", GIL_SCRIPT, str(tmp_path)],
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_S,
-        )
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"batch held the GIL (deadlock): {exc.stdout!r} {exc.stderr!r}")
-    assert proc.returncode == 0, proc.stderr
-    assert "MAIN THREAD RAN WHILE BATCH WAS READ" in proc.stdout
-    assert "OK True" in proc.stdout
+    out = run_script(GIL_SCRIPT, tmp_path, hang="batch held the GIL (deadlock)")
+    assert "MAIN THREAD RAN WHILE BATCH WAS READ" in out
+    assert "OK True" in out

@@ -209,19 +209,12 @@ pub fn info(data: &[u8], limits: &Limits) -> Result<ImageInfo, ImageError> {
                 crop_align: j.mcu_width,
             }
         }
-        ImageFormat::Png => {
-            let (width, height) = png_webp::png_size(data)?;
-            ImageInfo {
-                format,
-                width,
-                height,
-                cmyk: false,
-                progressive: false,
-                crop_align: 1,
-            }
-        }
-        ImageFormat::Webp => {
-            let (width, height) = png_webp::webp_size(data)?;
+        ImageFormat::Png | ImageFormat::Webp => {
+            let (width, height) = if format == ImageFormat::Png {
+                png_webp::png_size(data)?
+            } else {
+                png_webp::webp_size(data)?
+            };
             ImageInfo {
                 format,
                 width,
