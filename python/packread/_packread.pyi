@@ -7,9 +7,9 @@ from numpy.typing import NDArray
 
 __all__ = [
     "DEFAULT_CACHE_BYTES",
-    "DEFAULT_MAX_PIXELS",
     "DEFAULT_MAX_HEADER_SIZE",
     "DEFAULT_MAX_MEMBER_BYTES",
+    "DEFAULT_MAX_PIXELS",
     "MAX_THREADS",
     "HDF5File",
     "ImageFile",
