@@ -27,6 +27,10 @@ DEFAULT_MAX_PIXELS: int = _packread.DEFAULT_MAX_PIXELS
 #: WebP; a file of another format among them is a ``DecodeError`` (or skipped).
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
+#: Largest encoded image read (a member declaring more is a ``LimitExceededError``, never an
+#: allocation of that size); the same as for image files.
+MAX_IMAGE_BYTES = 256 << 20
+
 #: The JSON member read for labels when ``labels`` is not given (the tutorial's convention).
 LABELS_MEMBER = "dataset.json"
 
@@ -255,7 +259,7 @@ class ImageReader(ArrayReader):
             names = paths
         else:
             archive = _packread.ZipArchive(
-                path, True, 1 << 62, 1 << 20, check_num_threads(num_threads)
+                path, True, MAX_IMAGE_BYTES, 1 << 20, check_num_threads(num_threads)
             )
             all_names = list(archive.names())
             if members is None:

@@ -250,6 +250,21 @@ def test_bad_images_raise_decode_errors_naming_the_member(tmp_path, encoded):
         r.batch([names.index("cut05.jpg")])
 
 
+def test_members_declaring_huge_sizes_are_refused_before_any_allocation(tmp_path, encoded):
+    from support.zipcraft import patch_both
+
+    raw = io.BytesIO()
+    with zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("ok.jpg", encoded["chelsea.q90.jpg"])
+        z.writestr("bomb.jpg", encoded["chelsea.q90.jpg"])
+    path = tmp_path / "bomb.zip"
+    path.write_bytes(patch_both(raw.getvalue(), "bomb.jpg", usize=3 << 30))
+    r = packread.ImageReader(path, labels=False, size=16)
+    assert r.batch([r.names().index("ok.jpg")]).shape == (1, 16, 16, 3)
+    with pytest.raises(packread.LimitExceededError, match=r"bomb\.jpg"):
+        r.batch([r.names().index("bomb.jpg")])
+
+
 def test_skip_replaces_bad_images_deterministically_and_reports_them(tmp_path, encoded):
     path = tmp_path / "some_bad.zip"
     good = sorted(encoded)[:5]

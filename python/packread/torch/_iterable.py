@@ -22,7 +22,6 @@ from .._epoch import (
     check_int,
     check_position,
     default_window,
-    epoch_order,
     first_batch,
 )
 from .._open import Source
@@ -173,14 +172,7 @@ class PackDataset(IterableDataset):
         >>> sorted(ds.order(3).tolist()) == list(range(64))
         True
         """
-        return epoch_order(
-            self.num_samples,
-            self.seed,
-            epoch,
-            self.shuffle_mode,
-            self.samples_per_chunk,
-            self.chunk_window,
-        )
+        return self._plan().order(epoch)
 
     def rank_indices(self, epoch: int) -> np.ndarray:
         """The samples this rank reads in ``epoch``, in order (padded or cut as the module
