@@ -1,6 +1,6 @@
 """Encoded images (JPEG, PNG, WebP) decoded on packread's threads into fixed-shape batches:
-:class:`ImageReader`, over ZIP members or an ``ImageFolder`` tree (a directory, or a ZIP
-holding one)."""
+:class:`ImageReader`, over ZIP members, an ``ImageFolder`` tree (a directory, or a ZIP
+holding one) or the rows of an HDF5 dataset of bytes."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ from typing import Any, Union
 import numpy as np
 
 from . import _packread
-from ._common import Indices, PendingBatch, check_num_threads
+from ._common import Indices, PendingBatch, as_indices, check_num_threads
+from ._hdf5 import HDF5Reader
+from ._open import HDF5_SUFFIXES, sniff
 from ._reader import ArrayReader, Out
 from .errors import InvalidArgumentError, MissingKeyError
 
@@ -35,6 +37,11 @@ MAX_IMAGE_BYTES = 256 << 20
 LABELS_MEMBER = "dataset.json"
 
 Size = Union[int, Sequence[int]]
+
+#: A batch of images at their own sizes (``size=None``): a list of arrays, or with
+#: ``ragged="flat"`` ``(values, offsets, shapes)``, sample ``k`` being
+#: ``values[offsets[k]:offsets[k + 1]].reshape(shapes[k])``.
+SizedBatch = Union[list[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 
 def _is_image(name: str) -> bool:
@@ -143,7 +150,11 @@ class ImageReader(ArrayReader):
       ``{"labels": {name: label}}`` or ``{"labels": [[name, label], ...]}``;
     - an ``ImageFolder`` tree ``root/<class>/<file>``, as a folder or packed in a ZIP (below
       the members' common folder): ``classes`` are the sorted class folder names, labels their
-      0-based positions, as ``torchvision.datasets.ImageFolder`` gives them.
+      0-based positions, as ``torchvision.datasets.ImageFolder`` gives them;
+    - an HDF5 file, one image a row of ``dataset``: variable-length bytes (h5py
+      ``vlen_dtype(np.uint8)``, PyTables ``VLArray(UInt8Atom())``) or fixed-size rows of bytes
+      (opaque ``np.void``, uint8; padding after the image is ignored), labelled by the integer
+      dataset ``labels`` names.
 
     Each sample is ``size`` (``S`` or ``(H, W)``) in ``mode`` (``"RGB"``, ``"L"``,
     ``"RGBA"``), laid out ``"NHWC"`` or ``"NCHW"``, uint8 (or float32/float16 with
@@ -154,6 +165,10 @@ class ImageReader(ArrayReader):
     - ``crop="random"`` (train): torchvision's ``RandomResizedCrop(size, scale, ratio)`` and,
       with ``flip=True``, ``RandomHorizontalFlip``, drawn from ``(seed, epoch, sample)``: an
       epoch repeats its crops exactly (``batch(idx, epoch=...)``).
+
+    ``size=None`` gives each image whole at its own (upright) size: ``batch`` returns a list of
+    arrays (``(h, w, c)`` or ``(c, h, w)``), or with ``ragged="flat"`` ``(values, offsets,
+    shapes)`` for collation; ``flip``, ``mode``, ``layout`` and ``normalize`` still apply.
 
     Resizing is PIL's antialiased bilinear filter (results within 1-2 levels of PIL's);
     without resizing, pixels equal PIL's ``Image.open(f).convert(mode)``. ``exif_transpose``
@@ -190,6 +205,7 @@ class ImageReader(ArrayReader):
         scale: Sequence[float] = (0.08, 1.0),
         ratio: Sequence[float] = (3 / 4, 4 / 3),
         max_pixels: int = DEFAULT_MAX_PIXELS,
+        ragged: str = "list",
     ) -> None:
         path = os.fspath(source)
         self._options: dict[str, Any] = {
@@ -210,15 +226,11 @@ class ImageReader(ArrayReader):
             "scale": tuple(scale),
             "ratio": tuple(ratio),
             "max_pixels": max_pixels,
+            "ragged": ragged,
         }
-        if dataset is not None:
-            raise InvalidArgumentError(
-                "dataset= names an HDF5 dataset of encoded images, which this release does not "
-                "read yet; pass a ZIP archive or a folder"
-            )
-        if size is None:
-            raise InvalidArgumentError("size= is needed: the height and width of every sample")
-        hw = _size(size)
+        hw = None if size is None else _size(size)
+        if ragged not in ("list", "flat"):
+            raise InvalidArgumentError(f"ragged must be 'list' or 'flat', not {ragged!r}")
         if crop not in ("center", "random"):
             raise InvalidArgumentError(f"crop must be 'center' or 'random', got {crop!r}")
         if layout not in ("NHWC", "NCHW"):
@@ -241,7 +253,7 @@ class ImageReader(ArrayReader):
             if any(s == 0 for s in std):
                 raise InvalidArgumentError("normalize's std must not be 0")
             norm = (mean, std, dtype)
-        resize_to = int(resize) if resize is not None else max(hw)
+        resize_to = int(resize) if resize is not None else max(hw or (1,))
         s0, s1 = _pair(scale, "scale")
         r0, r1 = _pair(ratio, "ratio")
         if not (0 < s0 <= s1 <= 1) or not (0 < r0 <= r1):
@@ -250,9 +262,33 @@ class ImageReader(ArrayReader):
         self.classes: list[str] | None = None
         self.labels: np.ndarray | None = None
         archive = None
+        hdf5 = None
         positions: list[int] = []
         paths: list[str] = []
-        if os.path.isdir(path):
+        is_hdf5 = not os.path.isdir(path) and (
+            path.lower().endswith(HDF5_SUFFIXES) or sniff(path) == "hdf5"
+        )
+        if dataset is not None and not is_hdf5:
+            raise InvalidArgumentError(
+                f"{path}: dataset= names an HDF5 dataset of images, and this is not an HDF5 file"
+            )
+        if is_hdf5:
+            if dataset is None:
+                raise InvalidArgumentError(
+                    f"{path}: name the dataset of encoded images with dataset="
+                )
+            if members is not None:
+                raise InvalidArgumentError("members= selects ZIP members; an HDF5 file has none")
+            hdf5 = _packread.HDF5File(path, [dataset], check_num_threads(num_threads))
+            count = len(hdf5)
+            names = [f"{dataset.lstrip('/')}[{k}]" for k in range(count)]
+            if isinstance(labels, str):
+                self.labels = _labels_from_hdf5(path, labels, count)
+            elif labels not in (None, False):
+                raise InvalidArgumentError(
+                    "labels= names an HDF5 dataset of integer labels, one a row"
+                )
+        elif os.path.isdir(path):
             if members is not None:
                 raise InvalidArgumentError("members= selects ZIP members; a folder has none")
             paths, self.classes, self.labels = _folder_tree(path)
@@ -284,10 +320,14 @@ class ImageReader(ArrayReader):
             names = chosen
             positions = list(archive.positions(chosen))
         self._names = list(names)
+        self._sized = hw is None
+        self._ragged = ragged
         self._file = _packread.ImageFile(
             archive,
             positions,
             paths,
+            hdf5,
+            0,
             self._names,
             hw,
             crop,
@@ -340,6 +380,25 @@ class ImageReader(ArrayReader):
         """
         return list(self._names)
 
+    @property
+    def shape(self) -> Any:
+        """Shape of one sample; with ``size=None`` the height and width are ``None``."""
+        if self._sized:
+            c = len(self._options["mode"])
+            return (None, None, c) if self._options["layout"] == "NHWC" else (c, None, None)
+        return super().shape
+
+    def encoded(self, i: int) -> bytes:
+        """The encoded bytes of sample ``i``, as stored (a ZIP member inflated, an HDF5 row).
+
+        >>> ImageReader("images.zip", size=32).encoded(0)[:4]
+        b'\\x89PNG'
+        """
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"{self._path}: sample {i} of {n}")
+        return self._file.encoded(i % n)
+
     def batch(self, idx: Indices, *, epoch: int = 0, out: Out = None) -> Any:
         """Images ``idx`` as one array ``(len(idx),) + shape``; random crops are those of
         ``epoch``.
@@ -357,6 +416,8 @@ class ImageReader(ArrayReader):
         """
         if epoch < 0:
             raise InvalidArgumentError(f"epoch must be >= 0, got {epoch}")
+        if self._sized:
+            return self._sized_async(idx, int(epoch), out)
         names = self._array_keys()
         read, arrays = self._start(idx, names, out, int(epoch))
         value = arrays[names[0]]
@@ -366,6 +427,30 @@ class ImageReader(ArrayReader):
             return value
 
         return PendingBatch(read, value, finish)
+
+    def _sized_async(self, idx: Indices, epoch: int, out: Out) -> PendingBatch[Any]:
+        if out is not None:
+            raise InvalidArgumentError("out= cannot hold images at their own sizes (size=None)")
+        self._check_open()
+        rows = as_indices(idx, len(self), self._describe())
+        read, slot = self._file.read_sized(rows, epoch)
+        dtype = np.dtype("uint8")
+        if self._options["normalize"] is not None:
+            _, _, *rest = self._options["normalize"]
+            dtype = np.dtype(rest[0] if rest else "float32")
+
+        def finish() -> Any:
+            storage, nbytes, offsets, shapes = slot.take()
+            values = storage.view(np.uint8)[:nbytes].view(dtype)
+            self._warn_errors()
+            if self._ragged == "flat":
+                return values, offsets, np.asarray(shapes, dtype=np.int64).reshape(-1, 3)
+            return [
+                values[a:b].reshape(s)
+                for a, b, s in zip(offsets[:-1], offsets[1:], shapes, strict=True)
+            ]
+
+        return PendingBatch(read, None, finish)
 
     def _warn_errors(self) -> None:
         if not self._warned and self._file.errors():
@@ -387,6 +472,18 @@ class ImageReader(ArrayReader):
 
     def _describe(self) -> str:
         return self._path
+
+
+def _labels_from_hdf5(path: str, name: str, count: int) -> np.ndarray:
+    """The integer dataset ``name`` of ``path`` as int64, one label per image."""
+    reader = HDF5Reader(path, name)
+    if reader.dtype.kind not in "iu" or reader.shape != ():
+        raise InvalidArgumentError(
+            f"{path}:{name}: labels must be one integer a row, not {reader.dtype} x {reader.shape}"
+        )
+    if len(reader) != count:
+        raise InvalidArgumentError(f"{path}:{name}: {len(reader)} labels for {count} images")
+    return np.asarray(reader.batch(np.arange(count)), dtype=np.int64)
 
 
 def _read_member(archive: Any, position: int) -> bytes:

@@ -78,8 +78,10 @@ class ImageFile:
         archive: ZipArchive | None,
         members: list[int],
         paths: list[str],
+        hdf5: HDF5File | None,
+        dataset: int,
         names: list[str],
-        size: tuple[int, int],
+        size: tuple[int, int] | None,
         crop: str,
         resize: int,
         scale: tuple[float, float],
@@ -98,7 +100,17 @@ class ImageFile:
     @property
     def reader(self) -> Reader: ...
     def crop(self, index: int, epoch: int) -> tuple[int, int, int, int, bool]: ...
+    def read_sized(self, idx: NDArray[np.int64], epoch: int) -> tuple[PendingRead, SizedResult]: ...
+    def encoded(self, index: int) -> bytes: ...
     def errors(self) -> dict[int, str]: ...
+
+@final
+class SizedResult:
+    def take(
+        self,
+    ) -> tuple[NDArray[np.uint64], int, NDArray[np.int64], list[tuple[int, int, int]]]: ...
+
+def image_info(data: bytes, max_pixels: int = ...) -> tuple[str, int, int, bool, bool]: ...
 
 @final
 class ZipArchive:

@@ -135,6 +135,51 @@ pub struct Plan {
     /// Outputs the index fills itself, after everything else ([`Index::fill`]): the slot and a
     /// tag saying what to fill it with.
     pub deferred: Vec<(usize, Tag)>,
+    /// Bytes the index read while planning (the encoded images held in HDF5 rows, found only
+    /// by reading those rows), served to this plan's extents as file [`STAGED_FILE`].
+    pub staged: Option<Arc<[u8]>>,
+}
+
+/// The file number a plan's extents read its [`Plan::staged`] bytes by.
+pub const STAGED_FILE: u32 = u32::MAX;
+
+/// An index's source with a plan's staged bytes beside it, as file [`STAGED_FILE`].
+pub struct WithStaged<'a> {
+    base: &'a dyn Source,
+    staged: &'a [u8],
+}
+
+impl<'a> WithStaged<'a> {
+    /// `base`, with `staged` as file [`STAGED_FILE`].
+    pub fn new(base: &'a dyn Source, staged: &'a [u8]) -> WithStaged<'a> {
+        WithStaged { base, staged }
+    }
+}
+
+impl Source for WithStaged<'_> {
+    fn read_at(&self, file: u32, offset: u64, buf: &mut [u8]) -> Result<()> {
+        if file != STAGED_FILE {
+            return self.base.read_at(file, offset, buf);
+        }
+        source::MemorySource {
+            name: "<staged bytes>",
+            bytes: self.staged,
+        }
+        .read_at(0, offset, buf)
+        .map_err(|e| Error::new(ErrorKind::Internal, "", e.to_string()))
+    }
+
+    fn name(&self, file: u32) -> String {
+        if file == STAGED_FILE {
+            "<staged bytes>".to_string()
+        } else {
+            self.base.name(file)
+        }
+    }
+
+    fn coalesce(&self) -> Option<source::Coalesce> {
+        self.base.coalesce()
+    }
 }
 
 impl Plan {
@@ -263,6 +308,7 @@ fn read_on_pool(
         scratch,
         copies,
         deferred,
+        staged,
     } = plan;
     // Scratch buffers are allocated as the index keeps them (one allocation, no copy after).
     let mut buffers: Vec<Arc<[u8]>> = scratch
@@ -279,7 +325,15 @@ fn read_on_pool(
                 Error::new(ErrorKind::Internal, "", "a scratch buffer is shared")
             })?);
         }
-        exec::execute(index.source(), &extents, &mut all, index.faults())
+        let with_staged;
+        let source: &dyn Source = match &staged {
+            Some(bytes) => {
+                with_staged = WithStaged::new(index.source(), bytes);
+                &with_staged
+            }
+            None => index.source(),
+        };
+        exec::execute(source, &extents, &mut all, index.faults())
             .map_err(|f| index.locate(tags[f.extent], f.error))?;
     }
     // Already-decoded bytes and the scratch buffers' pieces, output by output.

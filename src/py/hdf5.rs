@@ -115,6 +115,13 @@ pub struct HDF5File {
     threads: Option<usize>,
 }
 
+impl HDF5File {
+    /// The opened file, shared with readers built on it (encoded images in its rows).
+    pub(super) fn file(&self) -> Arc<Hdf5File> {
+        Arc::clone(&self.file)
+    }
+}
+
 #[pymethods]
 impl HDF5File {
     #[new]

@@ -44,6 +44,9 @@ pub enum Crop {
         /// Width / height, low and high.
         ratio: (f64, f64),
     },
+    /// The whole image at its own size (`size` is the image's upright height and width:
+    /// Python's `size=None`, one spec per sample).
+    Full,
 }
 
 /// Where channels go in the output.
@@ -294,6 +297,23 @@ pub fn crop_of(
             let r = random_resized_crop(w, h, scale, ratio, draw);
             (r, spec.flip && draw.unit() < 0.5)
         }
+        Crop::Full => (Region { x: 0, y: 0, w, h }, spec.flip && draw.unit() < 0.5),
+    })
+}
+
+/// The upright `(height, width)` of `data` (turned as its EXIF orientation says when
+/// `exif_transpose`): the size `Crop::Full` gives it.
+pub fn upright_size(
+    data: &[u8],
+    limits: &Limits,
+    exif_transpose: bool,
+) -> Result<(u32, u32), ImageError> {
+    let head = info(data, limits)?;
+    let turned = exif_transpose && matches!(exif::orientation(data, head.format), 5..=8);
+    Ok(if turned {
+        (head.width, head.height)
+    } else {
+        (head.height, head.width)
     })
 }
 
@@ -323,6 +343,10 @@ pub fn transform(
     } else {
         let (w, h) = (head.width, head.height);
         match spec.crop {
+            Crop::Full => {
+                let pic = decode(data, &head, None, spec.mode)?;
+                full(pic, spec, draw)?
+            }
             Crop::Center { resize } => {
                 let pic = decode(data, &head, None, spec.mode)?;
                 let bbox = center_box(w, h, resize, spec.size);
@@ -371,6 +395,7 @@ fn geometry_of(
     draw: &mut Draw,
 ) -> Result<(Vec<u8>, bool), ImageError> {
     match spec.crop {
+        Crop::Full => full(pic.clone(), spec, draw),
         Crop::Center { resize } => {
             let bbox = center_box(pic.width, pic.height, resize, spec.size);
             Ok((resample(pic, Some(bbox), spec.size)?, false))
@@ -381,6 +406,18 @@ fn geometry_of(
             Ok((resample(&super::crop(pic, r), None, spec.size)?, flip))
         }
     }
+}
+
+/// A whole picture as the sample, which must be the size `spec` says (found by
+/// [`upright_size`] on the same bytes).
+fn full(pic: Picture, spec: &ImageSpec, draw: &mut Draw) -> Result<(Vec<u8>, bool), ImageError> {
+    if (pic.height, pic.width) != spec.size {
+        return Err(ImageError::Corrupt(format!(
+            "decoded {}x{} pixels where its header said {}x{}",
+            pic.width, pic.height, spec.size.1, spec.size.0
+        )));
+    }
+    Ok((pic.pixels, spec.flip && draw.unit() < 0.5))
 }
 
 /// IEEE half precision of `x` (round to nearest even).
