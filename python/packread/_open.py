@@ -20,13 +20,46 @@ HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5", ".nc")
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 NPY_MAGIC = b"\x93NUMPY"
 
+#: Options only :class:`~packread.ImageReader` takes: given any of them, a path opens as images.
+IMAGE_OPTIONS = frozenset(
+    {
+        "size",
+        "resize",
+        "crop",
+        "flip",
+        "layout",
+        "mode",
+        "normalize",
+        "exif_transpose",
+        "on_error",
+        "labels",
+        "scale",
+        "ratio",
+        "max_pixels",
+        "ragged",
+    }
+)
+
+
+def _is_image_tree(path: str) -> bool:
+    """A folder of class folders and no ``.npy``/``.npz`` files: the ``ImageFolder`` layout."""
+    if not os.path.isdir(path):
+        return False
+    entries = list(os.scandir(path))
+    if any(e.name.endswith((".npy", ".npz")) for e in entries):
+        return False
+    return any(e.is_dir() for e in entries)
+
 
 def open_reader(source: Source, datasets: Any = None, **options: Any) -> BatchReader:
     """The packread reader for ``source``: an ``.h5``/``.hdf5`` file (``datasets``: dataset
     paths), a ``.zip`` archive (``datasets``: the members, a pattern or a list), a folder, glob
     pattern or list of ``.npy`` files, or of ``.npz`` files (``datasets``: the keys). A reader
     (anything with ``__len__``, ``shape``, ``dtype`` and ``batch``) is returned as it is.
-    A file with another suffix is recognised by its first bytes.
+    A file with another suffix is recognised by its first bytes. Encoded images open as an
+    :class:`~packread.ImageReader`: an ``ImageFolder`` tree, or any path given with an image
+    option (``size=``, ``crop=``, ...; ``datasets`` then names the ZIP members or the HDF5
+    dataset of images).
 
     >>> reader = open_reader("train.h5", "images")
     >>> reader.batch([0, 1]).shape == (2, *reader.shape)
@@ -44,6 +77,15 @@ def open_reader(source: Source, datasets: Any = None, **options: Any) -> BatchRe
                 "a reader already"
             )
         return source
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        if IMAGE_OPTIONS.intersection(options) or _is_image_tree(path):
+            from ._image import ImageReader
+
+            if datasets is not None:
+                is_hdf5 = path.lower().endswith(HDF5_SUFFIXES) or sniff(path) == "hdf5"
+                options["dataset" if is_hdf5 else "members"] = datasets
+            return ImageReader(path, **options)
     kind, target = source_kind(source)
     if kind == "hdf5":
         return HDF5Reader(target, datasets, **options)

@@ -72,6 +72,18 @@ class _EpochClock:
     def peek(self) -> dict[str, Any]:
         return self._update(lambda record: json.loads(json.dumps(record)))
 
+    def set_fixed(self, epoch: int) -> None:
+        """Sets the epoch every read of a map-style dataset is in, from now on."""
+
+        def change(record: dict[str, Any]) -> None:
+            record["fixed"] = epoch
+
+        self._update(change)
+
+    def fixed(self) -> int:
+        """The epoch :meth:`set_fixed` last set (0 before)."""
+        return int(self.peek().get("fixed", 0))
+
     def set_pending(self, epoch: int, start: int) -> None:
         def change(record: dict[str, Any]) -> None:
             record["pending"] = {"epoch": epoch, "start": start}

@@ -305,7 +305,7 @@ class PackDataset(IterableDataset):
 
         def submit() -> None:
             for j, idx in todo:
-                in_flight.append((j, *_start_batch(reader, idx, to_shared)))
+                in_flight.append((j, *_start_batch(reader, idx, to_shared, cursor.epoch)))
                 return
 
         for _ in range(max(self.prefetch, 1)):

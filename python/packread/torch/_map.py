@@ -11,8 +11,11 @@ import torch
 from torch.utils.data import Dataset, get_worker_info
 
 from .._common import BatchReader
+from .._epoch import check_int
+from .._image import ImageReader
 from .._open import Source
 from ..errors import PackreadTypeError
+from ._clock import _EpochClock
 from ._reading import _ReaderSlot, _start_batch, to_torch
 
 
@@ -49,6 +52,12 @@ class PackMapDataset(Dataset):
     stacking the samples again. ``ds[i]`` is one sample. ``transform(batch)`` is applied to each
     numpy batch (a batch of one for ``ds[i]``) before the conversion to tensors.
 
+    Encoded images (an :class:`~packread.ImageReader`, or a path with image options) give
+    ``{"images": ..., "labels": ...}``. Their random crops and flips are drawn from ``(seed,
+    epoch, index)``: call ``ds.set_epoch(epoch)`` at the start of every epoch, as with
+    ``DistributedSampler``, or every epoch repeats the crops of epoch 0. The epoch reaches
+    DataLoader workers, persistent ones included.
+
     >>> ds = PackMapDataset("train.h5", datasets="images")
     >>> len(ds), ds[3].shape
     (64, torch.Size([3, 32, 32]))
@@ -68,6 +77,16 @@ class PackMapDataset(Dataset):
         self.transform = transform
         self._slot = _ReaderSlot(source, datasets, reader_options)
         self._len = len(self._slot.get())
+        self._clock = _EpochClock()
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch random image crops are drawn from, in this process and its DataLoader
+        workers, from the next batch on.
+
+        >>> ds = PackMapDataset("images.zip", size=32, crop="random")
+        >>> ds.set_epoch(3)
+        """
+        self._clock.set_fixed(check_int("epoch", epoch, 0))
 
     def __len__(self) -> int:
         return self._len
@@ -76,7 +95,8 @@ class PackMapDataset(Dataset):
         reader = self._slot.get()
         idx = np.asarray(indices, dtype=np.int64)
         to_shared = get_worker_info() is not None and self.transform is None
-        handle, tensors = _start_batch(reader, idx, to_shared)
+        epoch = self._clock.fixed() if isinstance(reader, ImageReader) else 0
+        handle, tensors = _start_batch(reader, idx, to_shared, epoch)
         batch = handle.result()
         if tensors is not None:
             return tensors

@@ -12,6 +12,7 @@ import torch
 
 from .._common import BatchReader
 from .._hdf5 import HDF5Reader
+from .._image import ImageReader
 from .._npy import NpyReader
 from .._open import Source, open_reader
 from .._zip import NpzReader, ZipReader
@@ -43,7 +44,7 @@ class _ReaderSlot:
 
 
 def _is_packread(reader: Any) -> bool:
-    return isinstance(reader, (HDF5Reader, NpyReader, NpzReader, ZipReader))
+    return isinstance(reader, (HDF5Reader, ImageReader, NpyReader, NpzReader, ZipReader))
 
 
 def _torch_ready(arr: np.ndarray) -> bool:
@@ -93,9 +94,47 @@ class _Done:
         return self._value
 
 
-def _start_batch(reader: BatchReader, idx: np.ndarray, to_shared: bool) -> tuple[Any, Any]:
-    """Starts reading ``idx``; returns ``(handle, tensors)``, where ``tensors`` replaces the
-    result when the batch was read into shared memory (``None`` otherwise)."""
+class _Labelled:
+    """An image batch being read, with its labels: ``{"images": ..., "labels": ...}``."""
+
+    def __init__(self, handle: Any, labels: np.ndarray | None) -> None:
+        self._handle = handle
+        self._labels = labels
+
+    def result(self, timeout: float | None = None) -> Any:
+        images = self._handle.result(timeout)
+        if self._labels is None:
+            return {"images": images}
+        return {"images": images, "labels": self._labels}
+
+
+def _start_images(
+    reader: ImageReader, idx: np.ndarray, to_shared: bool, epoch: int
+) -> tuple[Any, Any]:
+    """:func:`_start_batch` for images: ``{"images", "labels"}`` (no labels for a source
+    without any), the random crops of ``epoch``."""
+    labels = None if reader.labels is None else reader.labels[idx]
+    single = None
+    if to_shared and None not in reader.shape:
+        single = _shared_output(len(idx), reader.shape, reader.dtype)
+    if single is None:
+        return _Labelled(reader.batch_async(idx, epoch=epoch), labels), None
+    tensor, out = single
+    handle = _Labelled(reader.batch_async(idx, epoch=epoch, out=out), labels)
+    tensors = {"images": tensor}
+    if labels is not None:
+        tensors["labels"] = torch.from_numpy(labels)
+    return handle, tensors
+
+
+def _start_batch(
+    reader: BatchReader, idx: np.ndarray, to_shared: bool, epoch: int = 0
+) -> tuple[Any, Any]:
+    """Starts reading ``idx`` (in ``epoch``, which random image crops are drawn from); returns
+    ``(handle, tensors)``, where ``tensors`` replaces the result when the batch was read into
+    shared memory (``None`` otherwise)."""
+    if isinstance(reader, ImageReader):
+        return _start_images(reader, idx, to_shared, epoch)
     out: Any = None
     tensors: Any = None
     if to_shared:
