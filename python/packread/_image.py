@@ -89,6 +89,15 @@ def _labels_from_json(raw: bytes, where: str, names: list[str]) -> np.ndarray:
     return out
 
 
+def _classes_from_json(raw: bytes) -> list[str] | None:
+    """The optional ``"classes"`` list of a labels member (``packread convert`` writes one):
+    class names by label."""
+    classes = json.loads(raw).get("classes")
+    if isinstance(classes, list) and all(isinstance(c, str) for c in classes):
+        return list(classes)
+    return None
+
+
 def _folder_tree(root: str) -> tuple[list[str], list[str], np.ndarray]:
     """``torchvision.datasets.ImageFolder``'s samples of ``root``: classes are the sorted
     sub-directory names, files are walked in sorted order (links followed) and kept by
@@ -170,6 +179,11 @@ class ImageReader(ArrayReader):
     arrays (``(h, w, c)`` or ``(c, h, w)``), or with ``ragged="flat"`` ``(values, offsets,
     shapes)`` for collation; ``flip``, ``mode``, ``layout`` and ``normalize`` still apply.
 
+    ``draft=True`` lets eval crops of large JPEGs decode at 1/2, 1/4 or 1/8 scale in the IDCT
+    (as PIL's ``Image.draft``) while the crop keeps two or more decoded pixels per output pixel
+    (PIL's ``reducing_gap=2``): 1.3-1.7x faster on such images, within 7 levels of the full
+    decode's result (mean under 0.6) instead of 1-2.
+
     Resizing is PIL's antialiased bilinear filter (results within 1-2 levels of PIL's);
     without resizing, pixels equal PIL's ``Image.open(f).convert(mode)``. ``exif_transpose``
     turns images upright first, as ``PIL.ImageOps.exif_transpose``. An image that does not
@@ -206,6 +220,7 @@ class ImageReader(ArrayReader):
         ratio: Sequence[float] = (3 / 4, 4 / 3),
         max_pixels: int = DEFAULT_MAX_PIXELS,
         ragged: str = "list",
+        draft: bool = False,
     ) -> None:
         path = os.fspath(source)
         self._options: dict[str, Any] = {
@@ -227,6 +242,7 @@ class ImageReader(ArrayReader):
             "ratio": tuple(ratio),
             "max_pixels": max_pixels,
             "ragged": ragged,
+            "draft": draft,
         }
         hw = None if size is None else _size(size)
         if ragged not in ("list", "flat"):
@@ -261,6 +277,9 @@ class ImageReader(ArrayReader):
 
         self.classes: list[str] | None = None
         self.labels: np.ndarray | None = None
+        #: Where :attr:`labels` came from: ``"folders"`` (class folders), the JSON member's
+        #: name, ``"hdf5:<dataset>"``, or ``None`` (no labels).
+        self.label_source: str | None = None
         archive = None
         hdf5 = None
         positions: list[int] = []
@@ -284,6 +303,7 @@ class ImageReader(ArrayReader):
             names = [f"{dataset.lstrip('/')}[{k}]" for k in range(count)]
             if isinstance(labels, str):
                 self.labels = _labels_from_hdf5(path, labels, count)
+                self.label_source = f"hdf5:{labels}"
             elif labels not in (None, False):
                 raise InvalidArgumentError(
                     "labels= names an HDF5 dataset of integer labels, one a row"
@@ -292,6 +312,7 @@ class ImageReader(ArrayReader):
             if members is not None:
                 raise InvalidArgumentError("members= selects ZIP members; a folder has none")
             paths, self.classes, self.labels = _folder_tree(path)
+            self.label_source = "folders"
             names = paths
         else:
             archive = _packread.ZipArchive(
@@ -313,10 +334,13 @@ class ImageReader(ArrayReader):
                 (pos,) = archive.positions([label_member])
                 raw = _read_member(archive, pos)
                 self.labels = _labels_from_json(raw, f"{path}:{label_member}", chosen)
+                self.classes = _classes_from_json(raw)
+                self.label_source = label_member
             elif labels is None and members is None:
                 tree = _zip_tree(chosen, path)
                 if tree is not None:
                     chosen, self.classes, self.labels = tree
+                    self.label_source = "folders"
             names = chosen
             positions = list(archive.positions(chosen))
         self._names = list(names)
@@ -343,6 +367,7 @@ class ImageReader(ArrayReader):
             int(seed) & (2**64 - 1),
             on_error == "skip",
             check_num_threads(num_threads),
+            bool(draft),
         )
         self._bind(self._file.reader)
         self._warned = False

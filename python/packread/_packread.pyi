@@ -95,6 +95,7 @@ class ImageFile:
         seed: int,
         skip: bool,
         num_threads: int | None,
+        draft: bool = ...,
     ) -> ImageFile: ...
     def __len__(self) -> int: ...
     @property

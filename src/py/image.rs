@@ -44,7 +44,7 @@ impl ImageFile {
     /// Images from the members at `members` of `archive` (or from the files `paths`), named
     /// `names`.
     #[new]
-    #[pyo3(signature = (archive, members, paths, hdf5, dataset, names, size, crop, resize, scale, ratio, flip, layout, mode, normalize, exif_transpose, max_pixels, seed, skip, num_threads))]
+    #[pyo3(signature = (archive, members, paths, hdf5, dataset, names, size, crop, resize, scale, ratio, flip, layout, mode, normalize, exif_transpose, max_pixels, seed, skip, num_threads, draft = false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -68,6 +68,7 @@ impl ImageFile {
         seed: u64,
         skip: bool,
         num_threads: Option<usize>,
+        draft: bool,
     ) -> PyResult<Self> {
         // Checked by `packread.ImageReader` first; checked again here, where a wrong value
         // would otherwise be a wrong batch.
@@ -114,6 +115,7 @@ impl ImageFile {
                 mean,
                 std,
                 exif_transpose,
+                draft,
                 limits: Limits { max_pixels },
             })
         })()?;

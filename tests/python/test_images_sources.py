@@ -207,3 +207,31 @@ def test_own_sizes_turn_upright_and_skip_bad_images(tmp_path, encoded):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert np.array_equal(skip.batch([1])[0], ok)
+
+
+def test_draft_decodes_large_jpegs_scaled_within_its_stated_tolerance(tmp_path):
+    from skimage import data
+
+    T = pytest.importorskip("torchvision.transforms")
+    tiles = [data.astronaut(), data.coffee(), data.chelsea(), data.rocket()]
+    tiles = [np.asarray(Image.fromarray(t).resize((600, 450))) for t in tiles]
+    mosaic = np.concatenate(
+        [np.concatenate(tiles[:2], 1), np.concatenate(tiles[2:], 1)], 0
+    )  # 1200 x 900
+    raw = io.BytesIO()
+    Image.fromarray(mosaic).resize((2400, 1800)).save(raw, "JPEG", quality=90)
+    path = tmp_path / "big.zip"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("big.jpg", raw.getvalue())
+    want = np.asarray(
+        T.CenterCrop(64)(T.Resize(72)(Image.open(io.BytesIO(raw.getvalue())).convert("RGB")))
+    ).astype(int)
+    exact = packread.ImageReader(path, labels=False, size=64, resize=72).batch([0])[0]
+    draft = packread.ImageReader(path, labels=False, size=64, resize=72, draft=True).batch([0])[0]
+    exact_diff = np.abs(exact.astype(int) - want)
+    draft_diff = np.abs(draft.astype(int) - want)
+    assert exact_diff.max() <= 2
+    assert draft_diff.max() <= 7
+    assert draft_diff.mean() < 0.6
+    # The scaled decode really ran: its pixels are not the full decode's.
+    assert not np.array_equal(draft, exact)

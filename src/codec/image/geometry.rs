@@ -22,7 +22,28 @@ use fast_image_resize::images::{Image, ImageRef};
 use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
 
 use super::exif;
-use super::{decode, info, ImageError, Limits, Mode, Picture, Region};
+use super::{decode, decode_scaled, info, ImageError, ImageFormat, Limits, Mode, Picture, Region};
+
+/// With `draft`, an eval decode of a JPEG is scaled down in the IDCT (1/2, 1/4, 1/8) only
+/// while the source box keeps at least this many pixels per output pixel along each side:
+/// PIL's `reducing_gap=2.0` rule (what `Image.thumbnail` does by default), so the antialiased
+/// resample that follows still averages over two or more decoded pixels. Measured on photo
+/// mosaics of 1000x700 to 4000x3000 against torchvision's full-decode `Resize` +
+/// `CenterCrop`: max |diff| 7, mean |diff| under 0.6 (without draft: max 1, mean 0.15), for a
+/// decode 1.3-1.7x as fast. Off by default, as torchvision has no such step.
+pub const DCT_MIN_RATIO: f64 = 2.0;
+
+/// The largest DCT scaling denominator [`DCT_MIN_RATIO`] allows for a `bw` x `bh` source box
+/// resampled to `size` `(h, w)`; 1 for none.
+pub fn dct_denominator(bw: f64, bh: f64, size: (u32, u32)) -> u32 {
+    [8u32, 4, 2]
+        .into_iter()
+        .find(|&d| {
+            bw / d as f64 >= DCT_MIN_RATIO * size.1 as f64
+                && bh / d as f64 >= DCT_MIN_RATIO * size.0 as f64
+        })
+        .unwrap_or(1)
+}
 
 /// Rows decoded above and below a crop region, so that chroma upsampling at the region's
 /// edges sees the same neighbours as in a whole-image decode.
@@ -101,6 +122,8 @@ pub struct ImageSpec {
     pub std: Vec<f32>,
     /// Turn images upright as their EXIF orientation says.
     pub exif_transpose: bool,
+    /// Eval crops of large JPEGs decode at a reduced DCT scale first ([`DCT_MIN_RATIO`]).
+    pub draft: bool,
     /// Decode limits.
     pub limits: Limits,
 }
@@ -348,9 +371,22 @@ pub fn transform(
                 full(pic, spec, draw)?
             }
             Crop::Center { resize } => {
-                let pic = decode(data, &head, None, spec.mode)?;
                 let bbox = center_box(w, h, resize, spec.size);
-                (resample(&pic, Some(bbox), spec.size)?, false)
+                let denom = match head.format {
+                    ImageFormat::Jpeg if spec.draft => dct_denominator(bbox.2, bbox.3, spec.size),
+                    _ => 1,
+                };
+                if denom > 1 {
+                    // Decoded small in the IDCT, then the same box, in the smaller pixels.
+                    let pic = decode_scaled(data, &head, denom, spec.mode)?;
+                    let (sx, sy) = (pic.width as f64 / w as f64, pic.height as f64 / h as f64);
+                    let (l, t, bw, bh) = bbox;
+                    let small = (l * sx, t * sy, bw * sx, bh * sy);
+                    (resample(&pic, Some(small), spec.size)?, false)
+                } else {
+                    let pic = decode(data, &head, None, spec.mode)?;
+                    (resample(&pic, Some(bbox), spec.size)?, false)
+                }
             }
             Crop::Random { scale, ratio } => {
                 let r = random_resized_crop(w, h, scale, ratio, draw);

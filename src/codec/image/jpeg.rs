@@ -125,7 +125,59 @@ fn mcu_width(subsamp: i32) -> u32 {
     }
 }
 
+/// Walks the marker segments after SOI up to the frame header (SOF0-SOF15 but DHT, JPG and
+/// DAC). libjpeg-turbo's header call succeeds on a stream that ends, or has only tables, before
+/// its frame, and the handle then still reports the previous image's size: such data must be
+/// refused here, before the handle is asked (ITU T.81 B.1.1: `FF` fill bytes, then the marker;
+/// RSTn, TEM and SOI stand alone; every other segment has a two-byte length that counts
+/// itself).
+fn find_frame(data: &[u8]) -> Result<(), ImageError> {
+    let mut pos = 2usize;
+    loop {
+        if pos >= data.len() {
+            return Err(ImageError::Truncated(
+                "the data ends before the JPEG frame header".into(),
+            ));
+        }
+        if data[pos] != 0xFF {
+            return Err(ImageError::Corrupt(format!(
+                "no JPEG marker at byte {pos} before the frame header"
+            )));
+        }
+        while pos < data.len() && data[pos] == 0xFF {
+            pos += 1;
+        }
+        let Some(&marker) = data.get(pos) else {
+            continue;
+        };
+        pos += 1;
+        match marker {
+            0xC0..=0xCF if !matches!(marker, 0xC4 | 0xC8 | 0xCC) => return Ok(()),
+            0xDA | 0xD9 => {
+                return Err(ImageError::Corrupt(
+                    "a JPEG scan or end before any frame header".into(),
+                ))
+            }
+            0x01 | 0xD0..=0xD8 => {}
+            _ => {
+                let Some(len) = data.get(pos..pos + 2) else {
+                    pos = data.len();
+                    continue;
+                };
+                let len = u16::from_be_bytes([len[0], len[1]]) as usize;
+                if len < 2 {
+                    return Err(ImageError::Corrupt(format!(
+                        "a JPEG segment length of {len} at byte {pos}"
+                    )));
+                }
+                pos += len;
+            }
+        }
+    }
+}
+
 fn read_header(h: &Handle, data: &[u8]) -> Result<JpegInfo, ImageError> {
+    find_frame(data)?;
     // SAFETY: a live handle and a valid slice; libjpeg-turbo reads at most `data.len()` bytes.
     if unsafe { tj::tj3DecompressHeader(h.0, data.as_ptr(), data.len() as tj::size_t) } != 0 {
         return Err(h.error());
@@ -178,6 +230,67 @@ impl JpegOut {
             JpegOut::Cmyk => tj::TJPF_TJPF_CMYK,
         }
     }
+}
+
+/// The size of a `width` x `height` image decoded at 1/`denom` scale (libjpeg-turbo's
+/// `TJSCALED`: rounded up).
+pub(crate) fn scaled(width: u32, height: u32, denom: u32) -> (u32, u32) {
+    (width.div_ceil(denom), height.div_ceil(denom))
+}
+
+/// Decodes the whole image at 1/`denom` scale (2, 4 or 8), the IDCT itself scaled (less work
+/// than a full decode by about the square of `denom`), into `out` as `layout`: `scaled(..)`
+/// pixels.
+pub(crate) fn decode_scaled(
+    data: &[u8],
+    info: &JpegInfo,
+    denom: u32,
+    layout: JpegOut,
+    out: &mut [u8],
+) -> Result<(), ImageError> {
+    let (w, h) = scaled(info.width, info.height, denom);
+    let pitch = w as usize * layout.channels();
+    if !matches!(denom, 2 | 4 | 8) || out.len() != pitch * h as usize {
+        return Err(ImageError::Corrupt(
+            "internal: a scaled JPEG output of the wrong size".into(),
+        ));
+    }
+    with_handle(|h| {
+        read_header(h, data)?;
+        let factor = |denom: u32| tj::tjscalingfactor {
+            num: 1,
+            denom: denom as i32,
+        };
+        // SAFETY: a live handle; 1/2, 1/4 and 1/8 are factors libjpeg-turbo supports.
+        if unsafe { tj::tj3SetScalingFactor(h.0, factor(denom)) } != 0 {
+            return Err(h.error());
+        }
+        // SAFETY: `out` holds `pitch * scaled height` bytes (checked above), what a decode at
+        // this scale writes with this pitch.
+        let status = unsafe {
+            tj::tj3Decompress8(
+                h.0,
+                data.as_ptr(),
+                data.len() as tj::size_t,
+                out.as_mut_ptr(),
+                pitch as i32,
+                layout.format(),
+            )
+        };
+        // SAFETY: a live handle.
+        let warning = unsafe { tj::tj3GetErrorCode(h.0) } == tj::TJERR_TJERR_WARNING as i32;
+        // Leave the handle unscaled for the next caller.
+        // SAFETY: as above.
+        unsafe { tj::tj3SetScalingFactor(h.0, factor(1)) };
+        if status != 0 {
+            let err = h.error();
+            if warning && !matches!(err, ImageError::Truncated(_)) {
+                return Ok(());
+            }
+            return Err(err);
+        }
+        Ok(())
+    })
 }
 
 /// Decodes `region` of the image (whose `x` must be a multiple of `info.mcu_width`, or the
@@ -249,4 +362,31 @@ pub(crate) fn decode(
         }
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_without_a_frame_header_are_refused() {
+        let tables = [0xFF, 0xD8, 0xFF, 0xDB, 0x00, 0x04, 1, 2];
+        assert!(matches!(find_frame(&tables), Err(ImageError::Truncated(_))));
+        let mut framed = tables.to_vec();
+        framed.extend([0xFF, 0xFF, 0xC2, 0x00, 0x02]);
+        assert!(find_frame(&framed).is_ok());
+        let scan_first = [0xFF, 0xD8, 0xFF, 0xDA, 0x00, 0x02];
+        assert!(matches!(
+            find_frame(&scan_first),
+            Err(ImageError::Corrupt(_))
+        ));
+        let bad_len = [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x01];
+        assert!(matches!(find_frame(&bad_len), Err(ImageError::Corrupt(_))));
+        let junk = [0xFF, 0xD8, 0x12];
+        assert!(matches!(find_frame(&junk), Err(ImageError::Corrupt(_))));
+        assert!(matches!(
+            find_frame(&[0xFF, 0xD8, 0xFF]),
+            Err(ImageError::Truncated(_))
+        ));
+    }
 }

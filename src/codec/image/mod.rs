@@ -282,26 +282,72 @@ pub fn decode(
                 pixels: convert(raw, from, mode),
             })
         }
-        ImageFormat::Png | ImageFormat::Webp => {
-            let whole = if info.format == ImageFormat::Png {
-                png_webp::decode_png(data, info)?
-            } else {
-                png_webp::decode_webp(data, info)?
-            };
-            let (raw, from) = whole;
-            let pixels = convert(raw, from, mode);
-            let pic = Picture {
-                width: info.width,
-                height: info.height,
-                mode,
-                pixels,
-            };
-            Ok(match region {
-                Some(r) => crop(&pic, r),
-                None => pic,
-            })
-        }
+        ImageFormat::Png | ImageFormat::Webp => decode_other(data, info, region, mode),
     }
+}
+
+/// Decodes a whole JPEG at 1/`denom` scale (2, 4 or 8; see `jpeg::decode_scaled`): a
+/// picture of `ceil(width / denom)` x `ceil(height / denom)` pixels.
+pub fn decode_scaled(
+    data: &[u8],
+    info: &ImageInfo,
+    denom: u32,
+    mode: Mode,
+) -> Result<Picture, ImageError> {
+    if info.format != ImageFormat::Jpeg {
+        return Err(ImageError::Corrupt(
+            "internal: only JPEGs decode scaled".into(),
+        ));
+    }
+    let j = jpeg::info(data)?;
+    if (j.width, j.height) != (info.width, info.height) {
+        return Err(ImageError::Corrupt("the JPEG header changed".into()));
+    }
+    let layout = if j.is_cmyk() {
+        jpeg::JpegOut::Cmyk
+    } else if j.is_gray() {
+        jpeg::JpegOut::Gray
+    } else {
+        jpeg::JpegOut::Rgb
+    };
+    let (w, h) = jpeg::scaled(j.width, j.height, denom);
+    let mut raw = vec![0u8; w as usize * h as usize * layout.channels()];
+    jpeg::decode_scaled(data, &j, denom, layout, &mut raw)?;
+    let from = match layout {
+        jpeg::JpegOut::Rgb => Stored::Rgb,
+        jpeg::JpegOut::Gray => Stored::L,
+        jpeg::JpegOut::Cmyk => Stored::CmykInverted,
+    };
+    Ok(Picture {
+        width: w,
+        height: h,
+        mode,
+        pixels: convert(raw, from, mode),
+    })
+}
+
+/// A PNG or WebP decoded whole, then cut to `region`.
+fn decode_other(
+    data: &[u8],
+    info: &ImageInfo,
+    region: Option<Region>,
+    mode: Mode,
+) -> Result<Picture, ImageError> {
+    let (raw, from) = if info.format == ImageFormat::Png {
+        png_webp::decode_png(data, info)?
+    } else {
+        png_webp::decode_webp(data, info)?
+    };
+    let pic = Picture {
+        width: info.width,
+        height: info.height,
+        mode,
+        pixels: convert(raw, from, mode),
+    };
+    Ok(match region {
+        Some(r) => crop(&pic, r),
+        None => pic,
+    })
 }
 
 /// Samples whose image did not decode, with why: `(sample index, message)`.
