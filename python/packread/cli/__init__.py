@@ -31,8 +31,9 @@ Why is my loader slow, and what do I change? packread answers on your own files:
   packread convert SRC DST      rewrite it in the layout random sample reads want
   packread bench PATH           packread against the plain h5py/numpy/zipfile loop on PATH
 
-PATH is an HDF5 file (h5py or PyTables), a ZIP archive, an NPZ or NPY file, or a folder of
-.npy or .npz files. Run `packread COMMAND --help` for each command's options.
+PATH is an HDF5 file (h5py or PyTables), a ZIP archive, an NPZ or NPY file, a folder of
+.npy or .npz files, or images: an ImageFolder tree (a folder of class folders) or a ZIP of
+images. Run `packread COMMAND --help` for each command's options.
 """
 
 _INSPECT = """\
@@ -41,16 +42,25 @@ sample shape, chunk shape, filters, compression ratio and size on disk, then adv
 the layout will cost training reads, each with its reason in numbers and a command that
 fixes it. Only metadata is read, so big files inspect fast.
 
+Images (an ImageFolder tree, as a folder or in a ZIP, or a ZIP of images labelled by its
+dataset.json) are counted per format (JPEG, PNG, WebP, and the ones that do not decode, by
+name), CMYK and progressive JPEGs, by their shorter side (to choose resize), with the spread
+of widths and heights and the images per class. Every image's header is read for that.
+
 examples:
   packread inspect train.h5
   packread inspect data/npz/ --json | jq '.advice[].code'
+  packread inspect imagenet/train/ --json | jq '.images.shorter_side'
 """
 
 _CONVERT = """\
 Conversions: HDF5 -> HDF5 (rechunked), folder of .npy or .npz -> HDF5 or uncompressed ZIP,
-ZIP -> HDF5. The output format follows DST's suffix (.h5/.hdf5 or .zip). SRC is only read;
-DST is written as DST.partial and renamed when complete, and an interrupted run continues
-with --resume. HDF5 output needs h5py and hdf5plugin (pip install 'packread[convert]').
+ZIP -> HDF5, ImageFolder tree -> uncompressed ZIP (the image files as they are, named
+<class>/<file> in ImageFolder's order, and a dataset.json with the labels and classes, which
+packread.ImageReader reads). The output format follows DST's suffix (.h5/.hdf5 or .zip).
+SRC is only read; DST is written as DST.partial and renamed when complete, and an
+interrupted run continues with --resume. HDF5 output needs h5py and hdf5plugin
+(pip install 'packread[convert]').
 
 codecs (each decoded natively by packread):
   none, gzip[:LEVEL], lzf, zstd[:LEVEL], lz4, blosc:{blosclz,lz4,lz4hc,zlib,zstd}[:LEVEL],
@@ -59,6 +69,7 @@ codecs (each decoded natively by packread):
 examples:
   packread convert train.h5 train-1.h5 --samples-per-chunk 1 --codec lz4
   packread convert data/npz/ train.zip
+  packread convert imagenet/train/ train.zip
   packread convert images.zip images.h5 --members 'img/*.raw' --dtype uint8 --shape 3 256 256
 """
 
@@ -98,7 +109,9 @@ def _parser() -> argparse.ArgumentParser:
         description=_CONVERT,
         formatter_class=raw,
     )
-    c.add_argument("src", metavar="SRC", help="HDF5 file, ZIP archive, or folder of .npy/.npz")
+    c.add_argument(
+        "src", metavar="SRC", help="HDF5 file, ZIP archive, folder of .npy/.npz, ImageFolder tree"
+    )
     c.add_argument("dst", metavar="DST", help="output: .h5/.hdf5 or .zip")
     c.add_argument(
         "--samples-per-chunk",
@@ -243,7 +256,11 @@ def _convert(args: argparse.Namespace) -> int:
         print(f"warning: {w}", file=sys.stderr)
     if not args.quiet:
         what = ", ".join(
-            f"{n} {d['dtype']} {tuple(d['sample_shape'])}"
+            (
+                f"{n} {d['members']} in {d['classes']:,} classes, labels in {d['labels']}"
+                if "classes" in d
+                else f"{n} {d['dtype']} {tuple(d['sample_shape'])}"
+            )
             + (f" chunks {tuple(d['chunks'])} {d['codec']}" if d.get("chunks") else "")
             for n, d in result.datasets.items()
         )

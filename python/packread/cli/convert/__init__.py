@@ -6,6 +6,11 @@
 * A folder of ``.npy`` or ``.npz`` files -> one HDF5 file (one dataset per array) or one
   uncompressed ZIP (``.npy`` files as they are; NPZ arrays as ``KEY/NAME.npy`` members).
 * ZIP -> HDF5: ``.npy`` members (or raw members with ``dtype``/``shape``) as one dataset.
+* An ``ImageFolder`` tree (``root/<class>/<file>``) -> one uncompressed ZIP: each image file as
+  it is, named ``<class>/<file>``, in ``torchvision.datasets.ImageFolder``'s sample order, and
+  a ``dataset.json`` member ``{"labels": {member: label}, "classes": [...]}``, so that
+  :class:`packread.ImageReader` gives the tree's images with the labels ImageFolder gives.
+  (A ZIP of images is read by :class:`~packread.ImageReader` as it is: nothing to convert.)
 
 The source is only read. Samples stream through in blocks of about ``memory_bytes``; the
 output is written to ``DST.partial`` and renamed to ``DST`` at the end, so ``DST`` never
@@ -36,9 +41,11 @@ from typing import Any
 import numpy as np
 
 from ..._hdf5 import HDF5Reader
+from ..._image import LABELS_MEMBER, ImageReader
 from ..._open import source_kind
 from ..._zip import ZipReader
 from ...errors import InvalidArgumentError, PackreadError, UnsupportedError
+from .. import _images
 from .codecs import CODECS as CODECS
 from .codecs import codec_options as codec_options
 from .complete import _complete_datasets, _unlike_output
@@ -54,7 +61,7 @@ from .journal import (
 from .progress import _progress
 from .sinks import MAX_CHUNK_BYTES as MAX_CHUNK_BYTES
 from .sinks import _chunk_rows, _H5Sink, _output_kind, _Sink, _ZipSink
-from .sources import _block_rows, _open_source, _Source
+from .sources import _block_rows, _ImageTreeSource, _open_source, _Source
 
 #: What is converted into what.
 PAIRS = (
@@ -64,6 +71,7 @@ PAIRS = (
     ("npz", "hdf5"),
     ("npz", "zip"),
     ("zip", "hdf5"),
+    ("image-folder", "zip"),
 )
 #: Memory for one block of samples in flight.
 DEFAULT_MEMORY_BYTES = 256 << 20
@@ -129,7 +137,8 @@ def convert(
     ``"blosc:lz4:5"``...); ``shuffle`` ``"auto"`` (byte shuffle for items wider than a byte),
     ``"none"``, ``"byte"`` or ``"bit"`` (blosc only). ``datasets`` picks HDF5 datasets,
     ``members`` (a glob), ``dtype`` and ``shape`` the members of a ZIP source, ``name`` the
-    dataset made from an NPY folder or a ZIP. ``dst`` must not exist unless ``force``.
+    dataset made from an NPY folder or a ZIP. An ``ImageFolder`` tree is packed into a ZIP
+    outside the tree. ``dst`` must not exist unless ``force``.
     ``resume`` continues an interrupted run from its last checkpoint: from the start when no
     sample was recorded yet (``DST.partial`` without a progress record, or one at sample 0),
     and not at all when ``dst`` exists with no ``DST.partial`` and holds what this conversion
@@ -146,7 +155,15 @@ def convert(
         raise FileNotFoundError(f"{src}: no such file or folder")
     partial, journal = _partial_paths(dst)
     finished_before = _finished_before(src, dst, partial, resume, force)
-    in_kind, _ = source_kind(src)
+    in_kind = _input_kind(src, members, dtype, shape)
+    if in_kind == "image-zip":
+        raise UnsupportedError(
+            f"{src}: a ZIP of images, which packread.ImageReader reads as it is (labelled by "
+            f"its {LABELS_MEMBER} or its class folders): nothing to convert; convert packs an "
+            "ImageFolder tree (a folder of class folders) into such a ZIP"
+        )
+    if in_kind == "image-folder":
+        _outside(src, dst)
     if (in_kind, out_kind) not in PAIRS:
         pairs = ", ".join(f"{a} -> {b}" for a, b in PAIRS)
         raise UnsupportedError(f"cannot convert {in_kind} into {out_kind} (supported: {pairs})")
@@ -241,7 +258,7 @@ def convert(
         resumed_from=done,
         restarted=restarted,
         dst_bytes=os.path.getsize(dst),
-        warnings=sink.warnings,
+        warnings=[*sink.warnings, *source.notes()],
     )
     if verify:
         try:
@@ -250,6 +267,34 @@ def convert(
             source.close()
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _input_kind(src: str, members: str | None, dtype: Any, shape: Any) -> str:
+    """What ``src`` is: ``"image-folder"`` (an ImageFolder tree), ``"image-zip"`` (a ZIP of
+    images, unless ``members``, ``dtype`` or ``shape`` say how to read its members as
+    arrays), else as :func:`packread._open.source_kind` tells. A folder of loose images is
+    refused, saying why."""
+    if os.path.isdir(src):
+        if _images.is_image_tree(src):
+            return "image-folder"
+        loose = _images.loose_images(src)
+        if loose and not any(e.name.endswith((".npy", ".npz")) for e in os.scandir(src)):
+            raise _images.loose_images_error(src, loose)
+    kind, _ = source_kind(src)
+    arrays = members is not None or dtype is not None or shape is not None
+    if kind == "zip" and not arrays and _images.is_image_zip(src):
+        return "image-zip"
+    return kind
+
+
+def _outside(src: str, dst: str) -> None:
+    """Refuses an output inside the tree it packs: the tree is only read."""
+    root = os.path.realpath(src)
+    where = os.path.realpath(os.path.dirname(os.path.abspath(dst)))
+    if os.path.commonpath([root, where]) == root:
+        raise InvalidArgumentError(
+            f"{dst}: inside {src}, the tree it packs; write it outside (SRC is only read)"
+        )
 
 
 def _already_complete(
@@ -297,7 +342,13 @@ def verify_conversion(
     """
     src, dst = os.fspath(src), os.fspath(dst)
     if source is None:
-        in_kind, _ = source_kind(src)
+        in_kind = _input_kind(src, None, None, None)
+        if in_kind == "image-folder":
+            source = _open_source(src, in_kind, None, None, None, None, "data", "zip")
+    if isinstance(source, _ImageTreeSource):
+        _verify_images(src, dst, source)
+        return
+    if source is None:
         names = list(result.datasets) if in_kind == "hdf5" else None
         name = next(iter(result.datasets), "data")
         source = _open_source(src, in_kind, names, None, None, None, name, _output_kind(dst))
@@ -321,6 +372,28 @@ def verify_conversion(
             if got.tobytes() != exp.tobytes():
                 bad = next(i for i in range(hi - lo) if got[i].tobytes() != exp[i].tobytes())
                 raise MismatchError(f"{dst}: {name} sample {lo + bad} differs from {src}")
+
+
+def _verify_images(src: str, dst: str, source: _ImageTreeSource) -> None:
+    """Every member of ``dst`` equals its file in the tree, byte for byte, its
+    ``dataset.json`` is the tree's, and :class:`~packread.ImageReader` gives every image the
+    label ImageFolder gives it."""
+    import zipfile
+
+    with zipfile.ZipFile(dst) as z:
+        if z.namelist() != [LABELS_MEMBER, *source.names]:
+            raise MismatchError(f"{dst}: its members are not the images of {src}")
+        if z.read(LABELS_MEMBER) != source.labels_json:
+            raise MismatchError(f"{dst}: its {LABELS_MEMBER} is not the labels of {src}")
+        for name, path in zip(source.names, source.files, strict=True):
+            with open(path, "rb") as f:
+                if z.read(name) != f.read():
+                    raise MismatchError(f"{dst}: {name} differs from {path}")
+    reader = ImageReader(dst, size=None)
+    assert reader.labels is not None
+    got = dict(zip(reader.names(), reader.labels.tolist(), strict=True))
+    if got != dict(zip(source.names, source.labels, strict=True)):
+        raise MismatchError(f"{dst}: ImageReader gives other images or labels than {src}")
 
 
 # Defined in .codecs; it has always been public here, and is documented (and its examples

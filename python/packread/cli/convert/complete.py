@@ -4,14 +4,16 @@ what it holds, as :attr:`~packread.cli.convert.ConvertResult.datasets` describes
 
 from __future__ import annotations
 
+import os
 import zipfile
 from typing import Any
 
+from ..._image import LABELS_MEMBER
 from ..._zip import ZipReader
 from ...errors import PackreadError
 from .codecs import _filters, _h5py, codec_options
 from .sinks import _h5_described
-from .sources import _Source
+from .sources import _ImageTreeSource, _Source
 
 
 def _unlike_output(
@@ -26,6 +28,8 @@ def _unlike_output(
     count, dtype and sample shape; HDF5: chunks and filters; ZIP: member count), or None.
     Only metadata is read; ``verify`` compares the samples."""
     n = source.n
+    if out_kind == "zip" and isinstance(source, _ImageTreeSource):
+        return _unlike_image_zip(dst, source)
     if out_kind == "zip":
         try:
             with zipfile.ZipFile(dst) as z:
@@ -81,6 +85,9 @@ def _complete_datasets(
     """What a complete output holds per converted array, as the run that wrote it said."""
     if out_kind == "hdf5":
         return _h5_described(source, rows, codec)
+    own = source.zip_description()
+    if own is not None:
+        return own
     return {
         n: {
             "dtype": str(dt),
@@ -90,3 +97,23 @@ def _complete_datasets(
         }
         for n, (dt, shp) in source.arrays.items()
     }
+
+
+def _unlike_image_zip(dst: str, source: _ImageTreeSource) -> str | None:
+    """How ``dst`` differs from the ZIP this tree packs into: its members (names, order and
+    sizes) and its ``dataset.json``."""
+    want = [LABELS_MEMBER, *source.names]
+    try:
+        with zipfile.ZipFile(dst) as z:
+            infos = z.infolist()
+            names = [i.filename for i in infos]
+            if names != want:
+                return f"{len(names):,} members, not the {len(want):,} this tree packs into"
+            if z.read(LABELS_MEMBER) != source.labels_json:
+                return f"its {LABELS_MEMBER} is not this tree's"
+    except (OSError, ValueError, zipfile.BadZipFile) as e:
+        return f"not a ZIP packread reads: {e}"
+    for info, path in zip(infos[1:], source.files, strict=True):
+        if info.file_size != os.path.getsize(path):
+            return f"{info.filename} is {info.file_size:,} bytes, not {os.path.getsize(path):,}"
+    return None

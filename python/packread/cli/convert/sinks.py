@@ -208,6 +208,7 @@ class _ZipSink(_Sink):
             for name, (dtype, sample) in source.arrays.items()
         }
         self.patterns = {name: source.pattern(name) for name in source.arrays}
+        self._own = source.zip_description()
         if state is None:
             self.zip = zipfile.ZipFile(partial, "w", zipfile.ZIP_STORED, allowZip64=True)
             return
@@ -260,4 +261,6 @@ class _ZipSink(_Sink):
             self.zip.close()
 
     def describe(self) -> dict[str, dict[str, Any]]:
+        if self._own is not None:
+            return self._own
         return {n: {**d, "members": self.patterns[n]} for n, d in self._described.items()}

@@ -1,9 +1,12 @@
-"""What ``packread convert`` reads: an HDF5 file, a folder of ``.npy`` or ``.npz`` files, or
-a ZIP archive, as arrays of samples read a block at a time (and, for a ZIP output, as the
-members that hold them). A source is only read."""
+"""What ``packread convert`` reads: an HDF5 file, a folder of ``.npy`` or ``.npz`` files, a
+ZIP archive, as arrays of samples read a block at a time (and, for a ZIP output, as the
+members that hold them), or an ``ImageFolder`` tree, as the files it holds. A source is only
+read."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
 from typing import Any
@@ -12,7 +15,9 @@ import numpy as np
 
 from ..._common import expand_paths
 from ..._hdf5 import HDF5Reader
+from ..._image import LABELS_MEMBER, ImageReader
 from ..._npy import NpyReader
+from ..._packread import image_info
 from ..._zip import NpzReader, ZipReader
 from ...errors import InvalidArgumentError, PackreadError
 from .codecs import _h5py
@@ -42,6 +47,18 @@ class _Source:
     def pattern(self, name: str) -> str:
         """The ZIP members holding array ``name`` (a glob)."""
         raise NotImplementedError
+
+    def sample_bytes(self) -> int:
+        """About how many bytes one sample takes in memory (what blocks are sized by)."""
+        return sum(math.prod(s) * d.itemsize for d, s in self.arrays.values()) or 1
+
+    def zip_description(self) -> dict[str, dict[str, Any]] | None:
+        """What a ZIP output holds, when the source says it rather than its arrays."""
+        return None
+
+    def notes(self) -> list[str]:
+        """What is worth saying about the samples written so far (warnings)."""
+        return []
 
     def close(self) -> None:
         """Releases what the source holds open."""
@@ -193,6 +210,100 @@ class _ZipSource(_Source):
         return {"file": _file_stamp(self.path)}
 
 
+class _ImageTreeSource(_Source):
+    """An ``ImageFolder`` tree as ``torchvision.datasets.ImageFolder`` (and
+    :class:`packread.ImageReader`) reads it, for a ZIP output: first a ``dataset.json`` member,
+    ``{"labels": {member: label}, "classes": [...]}``, then each image file as it is, named
+    ``<class>/<file>`` (its path below the tree), in the tree's sample order. Headers are
+    checked as the files go by; the files are copied whether they decode or not."""
+
+    #: The ZIP members holding the images (``<class>/<file>``; deeper when class folders
+    #: hold sub-folders).
+    MEMBERS = "<class>/<file>"
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.copies = []
+        self.arrays = {}
+        reader = ImageReader(path, size=None)
+        assert reader.classes is not None
+        assert reader.labels is not None
+        self.files = reader.names()
+        self.classes = list(reader.classes)
+        self.labels = [int(k) for k in reader.labels.tolist()]
+        self.names = [os.path.relpath(f, path).replace(os.sep, "/") for f in self.files]
+        self.n = len(self.files)
+        stats = [os.stat(f) for f in self.files]
+        self._bytes = sum(st.st_size for st in stats) // max(1, self.n)
+        stamps = hashlib.sha256()
+        for f, st in zip(self.files, stats, strict=True):
+            stamps.update(f"{os.path.abspath(f)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        self._fingerprint = {"images": self.n, "stamps": stamps.hexdigest()}
+        doc = {"labels": dict(zip(self.names, self.labels, strict=True)), "classes": self.classes}
+        self.labels_json = json.dumps(doc, ensure_ascii=False, indent=1).encode()
+        self.undecodable = 0
+        self._first_bad: tuple[str, str] | None = None
+
+    def members(self, lo: int, hi: int) -> list[tuple[str, bytes]]:
+        out = [(LABELS_MEMBER, self.labels_json)] if lo == 0 else []
+        for k in range(lo, hi):
+            with open(self.files[k], "rb") as f:
+                data = f.read()
+            try:
+                image_info(data)
+            except PackreadError as e:
+                self.undecodable += 1
+                self._first_bad = self._first_bad or (self.names[k], str(e))
+            out.append((self.names[k], data))
+        return out
+
+    def sample_bytes(self) -> int:
+        return self._bytes or 1
+
+    def fingerprint(self) -> dict[str, Any]:
+        return self._fingerprint
+
+    def zip_description(self) -> dict[str, dict[str, Any]]:
+        return {
+            "images": {
+                "dtype": None,
+                "sample_shape": None,
+                "chunks": None,
+                "members": self.MEMBERS,
+                "classes": len(self.classes),
+                "labels": LABELS_MEMBER,
+            }
+        }
+
+    def order_differs(self) -> tuple[str, str] | None:
+        """The first two images that :class:`~packread.ImageReader`, reading the ZIP's images
+        in name order, gives in another order than ImageFolder does (class names such as
+        ``a`` and ``a-b``, or files beside sub-folders in a class folder), or ``None``."""
+        for a, b in zip(self.names, self.names[1:], strict=False):
+            if b < a:
+                return a, b
+        return None
+
+    def notes(self) -> list[str]:
+        out = []
+        if self._first_bad is not None:
+            name, why = self._first_bad
+            images = f"{self.undecodable:,} image{'s' if self.undecodable > 1 else ''}"
+            out.append(
+                f"{images} do not decode as JPEG, PNG or WebP (first: {name}: {why}); copied "
+                "as they are: ImageReader raises DecodeError on them, or with "
+                "on_error='skip' replaces each by the next image that decodes"
+            )
+        swapped = self.order_differs()
+        if swapped is not None:
+            out.append(
+                "ImageReader reads the archive's images in name order, which differs from "
+                f"ImageFolder's order here ({swapped[1]} sorts before {swapped[0]}): the same "
+                "images with the same labels, in another order"
+            )
+        return out
+
+
 def _open_source(
     src: str,
     kind: str,
@@ -213,13 +324,15 @@ def _open_source(
         return _NpySource(src, name)
     if kind == "npz":
         return _NpzSource(src)
+    if kind == "image-folder":
+        return _ImageTreeSource(src)
     return _ZipSource(src, members, dtype, shape, name)
 
 
 def _block_rows(source: _Source, rows: dict[str, int], memory_bytes: int) -> int:
     """Samples per block: within ``memory_bytes`` (at least one sample), and a multiple of
     every output chunk when that fits, so that each chunk is written once, whole."""
-    per_sample = sum(math.prod(s) * d.itemsize for d, s in source.arrays.values()) or 1
+    per_sample = source.sample_bytes()
     unit = math.lcm(*rows.values()) if rows else 1
     if unit * per_sample > memory_bytes:
         unit = 1

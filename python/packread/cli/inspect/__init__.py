@@ -6,13 +6,22 @@ Only metadata is read: HDF5 chunk indexes (the same ones packread reads at open)
 directories, NPY headers, and for folders the file sizes plus the headers of a few files spread
 over the folder. A file of any size inspects in about the time it takes to open it.
 
+Image sources (what :class:`packread.ImageReader` reads: an ``ImageFolder`` tree, as a folder
+or in a ZIP, and a ZIP of images labelled by its ``dataset.json``) are the exception: their
+formats, sizes and classes are in every image's header, so every image is read (on a few
+threads) and its header parsed, though none is decoded. The report counts the images per
+format (and the undecodable ones, naming the first few), the CMYK and progressive JPEGs, the
+images by their shorter side (to choose ``resize``), the spread of widths and heights, and the
+images per class (:attr:`Report.images`).
+
 >>> report = inspect("train.h5")
 >>> [item.name for item in report.items]
 ['images', 'labels']
 >>> print(report.render())  # doctest: +SKIP
 
 The modules: :mod:`.report` (what an inspection produces), :mod:`.hdf5`, :mod:`.archive` (ZIP
-and NPZ files) and :mod:`.npy` (NPY files and folders) for each format, :mod:`.filters` (HDF5
+and NPZ files), :mod:`.npy` (NPY files and folders) and :mod:`.images` (image sources) for each
+format, :mod:`.filters` (HDF5
 filters in short), :mod:`.fixes` (the commands advice suggests), :mod:`.thresholds` (the
 numbers advice is judged by) and :mod:`.render` (text and JSON).
 """
@@ -23,8 +32,8 @@ import os
 import types
 
 from ..._open import sniff
-from ...errors import UnsupportedError
-from .. import _layout
+from ...errors import PackreadError, UnsupportedError
+from .. import _images, _layout
 from .._format import human_bytes as human_bytes
 from .._format import human_seconds as human_seconds
 from .._layout import samples_per_chunk_for as samples_per_chunk_for
@@ -32,8 +41,10 @@ from .archive import _inspect_zip
 from .filters import codec_of as codec_of
 from .filters import describe_filter as describe_filter
 from .hdf5 import _inspect_hdf5
+from .images import _inspect_images
 from .npy import _inspect_folder, _inspect_npy_file
 from .report import Advice as Advice
+from .report import ImageSummary as ImageSummary
 from .report import Item as Item
 from .report import Report as Report
 from .thresholds import INFLATE_BYTES_PER_S as INFLATE_BYTES_PER_S
@@ -54,15 +65,29 @@ MIN_CHUNK_BYTES = _layout.MIN_CHUNK_BYTES
 
 
 def inspect(path: str | os.PathLike[str]) -> Report:
-    """Inspects an HDF5 file (h5py or PyTables), a ZIP archive, an NPZ or NPY file, or a folder
-    of ``.npy`` or ``.npz`` files; only metadata is read.
+    """Inspects an HDF5 file (h5py or PyTables), a ZIP archive, an NPZ or NPY file, a folder
+    of ``.npy`` or ``.npz`` files, or an image source: an ``ImageFolder`` tree (a folder of
+    class folders, or a ZIP holding one) or a ZIP of images. Only metadata is read, except for
+    image sources, whose every image header is.
 
     >>> report = inspect("train.h5")
     >>> sorted({a.code for a in report.advice})
     []
+    >>> inspect("images.zip").format
+    'image-zip'
     """
     path = os.fspath(path)
     if os.path.isdir(path):
+        if _images.is_image_tree(path):
+            try:
+                return _inspect_images(path, "image-folder")
+            except PackreadError as e:
+                raise UnsupportedError(
+                    f"{path}: no .npy or .npz files, and not an ImageFolder tree: {e}"
+                ) from None
+        loose = _images.loose_images(path)
+        if loose and not any(e.name.endswith((".npy", ".npz")) for e in os.scandir(path)):
+            raise _images.loose_images_error(path, loose)
         return _inspect_folder(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such file or folder")
@@ -71,6 +96,8 @@ def inspect(path: str | os.PathLike[str]) -> Report:
     if kind == "hdf5":
         return _inspect_hdf5(path)
     if kind == "zip":
+        if _images.is_image_zip(path):
+            return _inspect_images(path, "image-zip")
         return _inspect_zip(path, npz=lower.endswith(".npz"))
     if kind == "npy":
         return _inspect_npy_file(path)
@@ -89,7 +116,7 @@ del _function
 #: module defines itself): they run with this module's names, as they did when the classes
 #: were defined here. The classes keep their own module, where pdoc documents their fields.
 __test__: dict[str, object] = {}
-for _cls in (Item, Advice, Report):
+for _cls in (Item, Advice, Report, ImageSummary):
     __test__[_cls.__name__] = _cls
     for _name, _value in vars(_cls).items():
         if not _name.startswith("_") and isinstance(_value, types.FunctionType):

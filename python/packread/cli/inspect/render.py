@@ -19,7 +19,17 @@ _FORMATS = {
     "npy": "NPY",
     "npy-folder": "folder of .npy files",
     "npz-folder": "folder of .npz files",
+    "image-folder": "ImageFolder tree",
+    "image-zip": "ZIP of images",
 }
+#: How a ZIP of images is labelled, for the header line.
+_ZIP_LABELS = {
+    "folders": "ZIP of an ImageFolder tree",
+    "dataset.json": "ZIP of images labelled by dataset.json",
+}
+#: Classes listed one a line; above this, the fewest and the most.
+_LISTED_CLASSES = 20
+_BAR = 30
 
 
 def _json(report: Report) -> str:
@@ -87,14 +97,19 @@ def _tree(items: list[Item], ascii_only: bool) -> list[tuple[str, Item | None]]:
 
 def _text(report: Report, ascii_only: bool) -> str:
     head = [path_name(report.path) or report.path]
-    head.append(
-        f"{_FORMATS.get(report.format, report.format)}, {human_bytes(report.disk_bytes)} on disk"
-    )
+    what = _FORMATS.get(report.format, report.format)
+    if report.format == "image-zip" and report.images is not None:
+        what = _ZIP_LABELS.get(report.images.labels or "", what)
+    head.append(f"{what}, {human_bytes(report.disk_bytes)} on disk")
     if report.files > 1:
         head[-1] += f" in {report.files:,} files"
     if report.samples is not None:
-        head[-1] += f", {report.samples:,} samples"
+        noun = "images" if report.images is not None else "samples"
+        head[-1] += f", {report.samples:,} {noun}"
     lines = ["  ".join(head)]
+    if report.images is not None:
+        lines += _images_text(report, ascii_only)
+        return _advice_text(report, lines)
     table = [_row(label, item) for label, item in _tree(report.items, ascii_only)]
     full = [r for r in table if len(r) == 7]
     widths = [max(len(r[c]) for r in full) for c in range(7)] if full else []
@@ -107,6 +122,10 @@ def _text(report: Report, ascii_only: bool) -> str:
     for item in report.items:
         if item.note and item.dtype:
             lines.append(f"  {item.name}: {item.note}")
+    return _advice_text(report, lines)
+
+
+def _advice_text(report: Report, lines: list[str]) -> str:
     lines.append("")
     if not report.advice:
         lines.append("advice: none; this layout suits random sample reads")
@@ -122,3 +141,94 @@ def _text(report: Report, ascii_only: bool) -> str:
         lines.append("to fix:" if len(fixes) == 1 else "to fix (one of):")
         lines.extend(f"  {fix}" for fix in fixes)
     return "\n".join(lines)
+
+
+def _images_text(report: Report, ascii_only: bool) -> list[str]:
+    """An image source: a row per format (with the undecodable images named), the histogram
+    of the shorter side, the spread of widths and heights, and the classes."""
+    summary = report.images
+    assert summary is not None
+    tee, last = ("|-- ", "`-- ") if ascii_only else ("├── ", "└── ")
+    rows = []
+    for k, item in enumerate(report.items):
+        rows.append(
+            [
+                (last if k == len(report.items) - 1 else tee) + item.name,
+                f"{item.count:,} image{'s' if item.count != 1 else ''}",
+                item.layout,
+                "" if item.ratio is None else human_ratio(item.ratio),
+                human_bytes(item.stored_bytes),
+                item.note or "",
+            ]
+        )
+    lines = _columns(rows, right={1, 3, 4})
+    for name, why in summary.undecodable:
+        lines.append(f"      {name}: {why}")
+    listed = len(summary.undecodable)
+    if summary.formats.get("undecodable", 0) > listed:
+        lines.append(f"      ... and {summary.formats['undecodable'] - listed:,} more")
+    counts = [b["count"] for b in summary.shorter_side]
+    if any(counts):
+        first = next(k for k, c in enumerate(counts) if c)
+        end = max(k for k, c in enumerate(counts) if c) + 1
+        top, total = max(counts), sum(counts)
+        lines += ["", "shorter side (pixels)"]
+        bar = "#" if ascii_only else "█"
+        hist = [
+            [
+                f"  {_bucket_label(b)}",
+                f"{b['count']:,}",
+                f"{100 * b['count'] / total:.0f}%",
+                bar * round(_BAR * b["count"] / top),
+            ]
+            for b in summary.shorter_side[first:end]
+        ]
+        lines += _columns(hist, right={1, 2})
+    if summary.width and summary.height:
+        spread = [
+            [f"{what}  min", f"{s['min']:,}", "median", f"{s['median']:,}", "max", f"{s['max']:,}"]
+            for what, s in (("width ", summary.width), ("height", summary.height))
+        ]
+        lines += _columns(spread, right={1, 3, 5})
+    if summary.per_class is not None:
+        where = {"folders": "class folders", "dataset.json": "labels in dataset.json"}
+        total = sum(summary.per_class.values())
+        lines += [
+            "",
+            f"classes: {summary.classes:,} ({where.get(summary.labels or '', 'labels')}), "
+            f"{total:,} images",
+        ]
+        by_count = sorted(summary.per_class.items(), key=lambda kv: (kv[1], kv[0]))
+        if len(by_count) <= _LISTED_CLASSES:
+            lines += _columns([[f"  {c}", f"{n:,}"] for c, n in summary.per_class.items()], {1})
+        else:
+            values = sorted(summary.per_class.values())
+            (low, low_n) = min(summary.per_class.items(), key=lambda kv: kv[1])
+            (high, high_n) = max(summary.per_class.items(), key=lambda kv: kv[1])
+            lines.append(
+                f"  per class: min {low_n:,} ({low}), median {values[(len(values) - 1) // 2]:,},"
+                f" max {high_n:,} ({high})"
+            )
+            if low_n != high_n:
+                lines.append("  fewest: " + ", ".join(f"{c} {n:,}" for c, n in by_count[:5]))
+    return lines
+
+
+def _columns(rows: list[list[str]], right: set[int]) -> list[str]:
+    """Rows of cells in aligned columns (those in ``right`` aligned right)."""
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))] if rows else []
+    return [
+        "  ".join(
+            cell.rjust(widths[c]) if c in right else cell.ljust(widths[c])
+            for c, cell in enumerate(r)
+        ).rstrip()
+        for r in rows
+    ]
+
+
+def _bucket_label(bucket: dict[str, Any]) -> str:
+    if bucket["min"] == 0:
+        return f"<{bucket['max'] + 1}"
+    if bucket["max"] is None:
+        return f">={bucket['min']}"
+    return f"{bucket['min']}-{bucket['max']}"

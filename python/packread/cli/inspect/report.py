@@ -13,7 +13,7 @@ from .render import _json, _text
 @dataclass
 class Item:
     """One row of the tree: an HDF5 dataset, a ZIP member (or a pattern of members), an NPZ
-    array, or the files of a folder.
+    array, the files of a folder, or the images of one format.
 
     >>> images = inspect("train.h5").items[0]
     >>> images.sample_shape, images.chunks, images.filters
@@ -21,7 +21,7 @@ class Item:
     """
 
     name: str
-    #: ``"dataset"``, ``"member"``, ``"members"``, ``"array"`` or ``"files"``.
+    #: ``"dataset"``, ``"member"``, ``"members"``, ``"array"``, ``"files"`` or ``"images"``.
     kind: str
     #: Members or files this row stands for.
     count: int = 1
@@ -55,7 +55,9 @@ class Advice:
 
     #: A stable identifier: ``misaligned-chunks``, ``split-samples``, ``tiny-chunks``,
     #: ``huge-chunks``, ``weak-compression``, ``libhdf5-read``, ``no-decoder``, ``contiguous``,
-    #: ``compressed-npz``, ``compressed-members``, ``many-small-files``, ``inconsistent``.
+    #: ``compressed-npz``, ``compressed-members``, ``many-small-files``, ``inconsistent``;
+    #: for images ``undecodable-images``, ``deflated-images``, ``progressive-jpeg``,
+    #: ``cmyk-jpeg``, ``unlabelled``, ``bad-labels``.
     code: str
     #: ``"warning"`` (costs reads) or ``"note"`` (worth knowing).
     level: str
@@ -64,6 +66,41 @@ class Advice:
     message: str
     #: A command that fixes it, when there is one.
     fix: str | None = None
+
+
+@dataclass
+class ImageSummary:
+    """What the headers of an image source's images say (:attr:`Report.images`): formats,
+    sizes and, for labelled sources, the classes.
+
+    >>> summary = inspect("images.zip").images
+    >>> summary.formats, summary.labels, summary.classes
+    ({'PNG': 4}, 'dataset.json', 4)
+    """
+
+    images: int
+    #: Images per format: ``"JPEG"``, ``"PNG"``, ``"WebP"``, and ``"undecodable"`` for the
+    #: ones whose header does not read (another format, a damaged file).
+    formats: dict[str, int]
+    #: JPEGs in CMYK (or YCCK), and progressive JPEGs.
+    cmyk: int
+    progressive: int
+    #: The first few undecodable images: ``[name, why]``.
+    undecodable: list[list[str]]
+    #: ``{"min", "median", "max"}`` over the images that decode, in pixels as stored (an
+    #: EXIF rotation not applied).
+    width: dict[str, int] | None
+    height: dict[str, int] | None
+    #: Images by their shorter side: ``{"min", "max" (None: no bound), "count"}`` for each
+    #: bucket; the counts add up to the images that decode.
+    shorter_side: list[dict[str, Any]]
+    #: Where labels come from: ``"folders"`` (an ImageFolder tree), ``"dataset.json"``, or
+    #: ``None`` (unlabelled).
+    labels: str | None = None
+    #: Number of classes (class folders, or distinct labels), and images per class (by class
+    #: name when the names are known, else by label).
+    classes: int | None = None
+    per_class: dict[str, int] | None = None
 
 
 @dataclass
@@ -76,7 +113,8 @@ class Report:
     """
 
     path: str
-    #: ``"hdf5"``, ``"zip"``, ``"npz"``, ``"npy"``, ``"npy-folder"`` or ``"npz-folder"``.
+    #: ``"hdf5"``, ``"zip"``, ``"npz"``, ``"npy"``, ``"npy-folder"``, ``"npz-folder"``,
+    #: ``"image-folder"`` (an ImageFolder tree) or ``"image-zip"`` (a ZIP of images).
     format: str
     #: Bytes on disk (all files, for a folder).
     disk_bytes: int
@@ -84,6 +122,8 @@ class Report:
     samples: int | None
     items: list[Item]
     advice: list[Advice]
+    #: For an image source: its images' formats, sizes and classes (``None`` otherwise).
+    images: ImageSummary | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Everything as plain data (what ``--json`` prints).

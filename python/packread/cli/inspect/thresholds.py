@@ -21,3 +21,10 @@ SAMPLED_FILES = 32
 LISTED_MEMBERS = 20
 #: Decode speed of deflate on one core (libdeflate, from DESIGN.md's measurements).
 INFLATE_BYTES_PER_S = 0.9e9
+#: Buckets of an image's shorter side (pixels) in an image source's histogram: the sizes
+#: ``resize`` is usually picked from (torchvision's 224 crop after a resize to 256, ...).
+SHORTER_SIDE_EDGES = (64, 128, 224, 256, 384, 512, 768, 1024, 2048)
+#: Undecodable images named in a report (all are counted).
+LISTED_UNDECODABLE = 5
+#: Threads reading the images of an image source (each image's bytes, for its header).
+HEADER_THREADS = 8
