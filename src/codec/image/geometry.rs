@@ -271,13 +271,23 @@ fn resample(
     bbox: Option<(f64, f64, f64, f64)>,
     size: (u32, u32),
 ) -> Result<Vec<u8>, ImageError> {
-    let c = src.mode.channels();
+    let mut out = vec![0u8; size.0 as usize * size.1 as usize * src.mode.channels()];
+    resample_into(src, bbox, size, &mut out)?;
+    Ok(out)
+}
+
+/// [`resample`] into `out` (`size` pixels of `src`'s mode, rows packed).
+fn resample_into(
+    src: &Picture,
+    bbox: Option<(f64, f64, f64, f64)>,
+    size: (u32, u32),
+    out: &mut [u8],
+) -> Result<(), ImageError> {
     let view = ImageRef::new(src.width, src.height, &src.pixels, pixel_type(src.mode))
         .map_err(resize_err)?;
-    let mut out = vec![0u8; size.0 as usize * size.1 as usize * c];
     {
-        let mut dst = Image::from_slice_u8(size.1, size.0, &mut out, pixel_type(src.mode))
-            .map_err(resize_err)?;
+        let mut dst =
+            Image::from_slice_u8(size.1, size.0, out, pixel_type(src.mode)).map_err(resize_err)?;
         let mut opts =
             ResizeOptions::new().resize_alg(ResizeAlg::Convolution(FilterType::Bilinear));
         if let Some((l, t, w, h)) = bbox {
@@ -289,7 +299,7 @@ fn resample(
                 .map_err(resize_err)
         })?;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The crop `transform` takes of `data` for `spec` with `draw`, in the (upright) image's
@@ -359,67 +369,121 @@ pub fn transform(
     } else {
         1
     };
-    let (pixels, flip) = if orientation != 1 {
+    if orientation != 1 {
         // Turned upright first: the crop is drawn on the upright image.
         let upright = exif::transpose(&decode(data, &head, None, spec.mode)?, orientation);
-        geometry_of(&upright, spec, draw)?
-    } else {
-        let (w, h) = (head.width, head.height);
-        match spec.crop {
-            Crop::Full => {
-                let pic = decode(data, &head, None, spec.mode)?;
-                full(pic, spec, draw)?
+        let (pixels, flip) = geometry_of(&upright, spec, draw)?;
+        write_sample(&pixels, spec, flip, out);
+        return Ok(());
+    }
+    let (w, h) = (head.width, head.height);
+    match spec.crop {
+        Crop::Full => {
+            let pic = decode(data, &head, None, spec.mode)?;
+            let (pixels, flip) = full(pic, spec, draw)?;
+            write_sample(&pixels, spec, flip, out);
+            Ok(())
+        }
+        Crop::Center { resize } => {
+            let bbox = center_box(w, h, resize, spec.size);
+            let denom = match head.format {
+                ImageFormat::Jpeg if spec.draft => dct_denominator(bbox.2, bbox.3, spec.size),
+                _ => 1,
+            };
+            if denom > 1 {
+                // Decoded small in the IDCT, then the same box, in the smaller pixels.
+                let pic = decode_scaled(data, &head, denom, spec.mode)?;
+                let (sx, sy) = (pic.width as f64 / w as f64, pic.height as f64 / h as f64);
+                let (l, t, bw, bh) = bbox;
+                return emit(
+                    &pic,
+                    Some((l * sx, t * sy, bw * sx, bh * sy)),
+                    false,
+                    spec,
+                    out,
+                );
             }
-            Crop::Center { resize } => {
-                let bbox = center_box(w, h, resize, spec.size);
-                let denom = match head.format {
-                    ImageFormat::Jpeg if spec.draft => dct_denominator(bbox.2, bbox.3, spec.size),
-                    _ => 1,
-                };
-                if denom > 1 {
-                    // Decoded small in the IDCT, then the same box, in the smaller pixels.
-                    let pic = decode_scaled(data, &head, denom, spec.mode)?;
-                    let (sx, sy) = (pic.width as f64 / w as f64, pic.height as f64 / h as f64);
-                    let (l, t, bw, bh) = bbox;
-                    let small = (l * sx, t * sy, bw * sx, bh * sy);
-                    (resample(&pic, Some(small), spec.size)?, false)
-                } else {
-                    let pic = decode(data, &head, None, spec.mode)?;
-                    (resample(&pic, Some(bbox), spec.size)?, false)
+            // Only the box is decoded, with every pixel the filter reaches around it (its
+            // support: one output pixel's width in source pixels, plus one) and the chroma
+            // margin of crop decoding (see below): the same taps as on the whole image.
+            let (l, t, bw, bh) = bbox;
+            let reach_x = (bw / spec.size.1 as f64).max(1.0).ceil() as u32 + 1;
+            let reach_y = (bh / spec.size.0 as f64).max(1.0).ceil() as u32 + 1;
+            let align = head.crop_align.max(1);
+            let x0 = (l.floor() as u32).saturating_sub(reach_x + align) / align * align;
+            let x1 = ((l + bw).ceil() as u32 + reach_x + align).min(w);
+            let y0 = (t.floor() as u32).saturating_sub(reach_y + MARGIN_ROWS);
+            let y1 = ((t + bh).ceil() as u32 + reach_y + MARGIN_ROWS).min(h);
+            let wide = Region {
+                x: x0,
+                y: y0,
+                w: x1 - x0,
+                h: y1 - y0,
+            };
+            let part = decode(data, &head, Some(wide), spec.mode)?;
+            let shifted = (l - x0 as f64, t - y0 as f64, bw, bh);
+            emit(&part, Some(shifted), false, spec, out)
+        }
+        Crop::Random { scale, ratio } => {
+            let r = random_resized_crop(w, h, scale, ratio, draw);
+            let flip = spec.flip && draw.unit() < 0.5;
+            // Decode whole iMCU columns around the crop, one more iMCU (and 16 rows) on
+            // every side where the image has them: libjpeg-turbo upsamples chroma at a
+            // region's edges from the region alone, so pixels next to its borders differ
+            // from a whole-image decode. Then cut the crop exactly out (torchvision crops,
+            // then resizes: no filter tap reaches outside the crop).
+            let align = head.crop_align.max(1);
+            let x0 = r.x.saturating_sub(align) / align * align;
+            let x1 = (r.x + r.w + align).min(w);
+            let y0 = r.y.saturating_sub(MARGIN_ROWS);
+            let y1 = (r.y + r.h + MARGIN_ROWS).min(h);
+            let wide = Region {
+                x: x0,
+                y: y0,
+                w: x1 - x0,
+                h: y1 - y0,
+            };
+            let part = decode(data, &head, Some(wide), spec.mode)?;
+            let exact = super::crop(
+                &part,
+                Region {
+                    x: r.x - x0,
+                    y: r.y - y0,
+                    w: r.w,
+                    h: r.h,
+                },
+            );
+            emit(&exact, None, flip, spec, out)
+        }
+    }
+}
+
+/// Resamples `pic` (or the box of it) into the sample at `out`: straight into it for uint8
+/// NHWC (mirrored in place), else through a scratch buffer laid out by [`write_sample`].
+fn emit(
+    pic: &Picture,
+    bbox: Option<(f64, f64, f64, f64)>,
+    flip: bool,
+    spec: &ImageSpec,
+    out: &mut [u8],
+) -> Result<(), ImageError> {
+    if spec.element == Element::U8 && spec.layout == Layout::Nhwc {
+        resample_into(pic, bbox, spec.size, out)?;
+        if flip {
+            let c = pic.mode.channels();
+            let n = spec.size.1 as usize;
+            let half = n / 2;
+            for row in out.chunks_exact_mut(n * c) {
+                let (left, rest) = row.split_at_mut(half * c);
+                let right = &mut rest[(n - 2 * half) * c..];
+                for (a, b) in left.chunks_exact_mut(c).zip(right.chunks_exact_mut(c).rev()) {
+                    a.swap_with_slice(b);
                 }
             }
-            Crop::Random { scale, ratio } => {
-                let r = random_resized_crop(w, h, scale, ratio, draw);
-                let flip = spec.flip && draw.unit() < 0.5;
-                // Decode whole iMCU columns around the crop, one more iMCU (and 16 rows) on
-                // every side where the image has them: libjpeg-turbo upsamples chroma at a
-                // region's edges from the region alone, so pixels next to its borders differ
-                // from a whole-image decode. Then cut the crop exactly out.
-                let align = head.crop_align.max(1);
-                let x0 = r.x.saturating_sub(align) / align * align;
-                let x1 = (r.x + r.w + align).min(w);
-                let y0 = r.y.saturating_sub(MARGIN_ROWS);
-                let y1 = (r.y + r.h + MARGIN_ROWS).min(h);
-                let wide = Region {
-                    x: x0,
-                    y: y0,
-                    w: x1 - x0,
-                    h: y1 - y0,
-                };
-                let part = decode(data, &head, Some(wide), spec.mode)?;
-                let exact = super::crop(
-                    &part,
-                    Region {
-                        x: r.x - x0,
-                        y: r.y - y0,
-                        w: r.w,
-                        h: r.h,
-                    },
-                );
-                (resample(&exact, None, spec.size)?, flip)
-            }
         }
-    };
+        return Ok(());
+    }
+    let pixels = resample(pic, bbox, spec.size)?;
     write_sample(&pixels, spec, flip, out);
     Ok(())
 }
@@ -493,6 +557,36 @@ fn write_sample(pixels: &[u8], spec: &ImageSpec, flip: bool, out: &mut [u8]) {
     let (h, w) = (spec.size.0 as usize, spec.size.1 as usize);
     let c = spec.mode.channels();
     let es = spec.element.size();
+    if spec.element == Element::U8 {
+        // The common case, row by row (pixel by pixel when mirrored), without the general
+        // loop's per-element dispatch: it ran as long as the resize.
+        match spec.layout {
+            Layout::Nhwc if !flip => out.copy_from_slice(pixels),
+            Layout::Nhwc => {
+                for (src, dst) in pixels.chunks_exact(w * c).zip(out.chunks_exact_mut(w * c)) {
+                    for (s, d) in src.chunks_exact(c).rev().zip(dst.chunks_exact_mut(c)) {
+                        d.copy_from_slice(s);
+                    }
+                }
+            }
+            Layout::Nchw => {
+                for (ch, plane) in out.chunks_exact_mut(h * w).enumerate() {
+                    for (src, dst) in pixels.chunks_exact(w * c).zip(plane.chunks_exact_mut(w)) {
+                        if flip {
+                            for (d, s) in dst.iter_mut().zip(src.chunks_exact(c).rev()) {
+                                *d = s[ch];
+                            }
+                        } else {
+                            for (d, s) in dst.iter_mut().zip(src.chunks_exact(c)) {
+                                *d = s[ch];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        return;
+    }
     for y in 0..h {
         for x in 0..w {
             let sx = if flip { w - 1 - x } else { x };
