@@ -13,7 +13,8 @@ STAMP := $(VENV)/.installed
 export VIRTUAL_ENV := $(VENV_ABS)
 export PATH := $(VENV_ABS)/bin:$(PATH)
 
-.PHONY: all demo test rust-test py-test py-test-slow lint bench develop lock clean wheel wheel-test docs \
+.PHONY: all demo test rust-test py-test py-test-slow lint bench bench-images bench-jpeg bench-peers develop lock clean \
+	wheel wheel-test docs \
 	fuzz fuzz-build fuzz-long fuzz-seeds fuzz-tools fuzz-files fuzz-files-long miri
 
 all: test
@@ -76,10 +77,44 @@ docs: develop
 		packread packread.torch packread.cli packread.cli.inspect \
 		packread.cli.convert packread.cli.bench
 
-# Python-level benchmarks against h5py / numpy / zipfile (`cargo bench` for the Rust core).
-bench: develop
+# Python-level benchmarks against h5py / numpy / zipfile and, for encoded images, the other
+# image loaders (`cargo bench` for the Rust core). Every benches/test_bench_*.py is collected.
+bench: develop bench-peers
 	$(PY) -m pytest benches -q --benchmark-only --benchmark-json=.bench/latest.json -p no:cacheprovider
 	$(PY) benches/report.py .bench/latest.json
+
+# The encoded-image benchmarks alone (benches/test_bench_images.py); PACKREAD_BENCH_IMAGES=200
+# shrinks the workload (default 2,000 JPEGs).
+bench-images: develop bench-peers
+	$(PY) -m pytest benches/test_bench_images.py -q --benchmark-only \
+		--benchmark-json=.bench/images.json -p no:cacheprovider
+	$(PY) benches/report.py .bench/images.json
+
+# The JPEG decoder choice (benches/jpeg.rs): libjpeg-turbo against zune-jpeg, and packread's
+# decode + crop, on the image benchmark's photos, written here first.
+bench-jpeg: develop
+	$(PY) -c "import sys; sys.path.insert(0, 'benches'); import image_workloads as w; \
+		w.write_image_workload('.bench/jpegs', w.n_images(), log=lambda m: None)"
+	PACKREAD_JPEG_DIR=.bench/jpegs cargo bench --bench jpeg
+
+# The image loaders the image benchmarks compare against (requirements/bench-peers.txt), in
+# .venv with requirements/lock.txt as constraints: pip refuses rather than move numpy or torch.
+# Their system libraries come from apt: libturbojpeg (PyTurboJPEG; FFCV links it), OpenCV's
+# headers and pkg-config (FFCV's C++ extension, built from its sdist). FFCV goes in without
+# its dependencies: it asks for opencv-python, whose cv2 would clash with the headless one.
+# A peer that is missing is left out of the benchmarks with a warning saying why.
+PEERS_STAMP := $(VENV)/.bench-peers
+FFCV := ffcv==1.0.2
+
+bench-peers: $(PEERS_STAMP)
+
+$(PEERS_STAMP): requirements/bench-peers.txt requirements/lock.txt $(STAMP)
+	@pkg-config --exists opencv4 libturbojpeg 2>/dev/null || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libturbojpeg0-dev libopencv-dev pkg-config; }
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements/bench-peers.txt \
+		-c requirements/lock.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps $(FFCV)
+	touch $@
 
 # Fuzzing (fuzz/, cargo-fuzz + libFuzzer). cargo-fuzz passes nightly-only rustc flags
 # (-Zsanitizer=address); the machine's stable toolchain accepts them with RUSTC_BOOTSTRAP=1, so

@@ -9,10 +9,15 @@ one row per variant: median time per call, interquartile range (as a percentage 
 samples/s and GB/s (array bytes) from the median, minor page faults per call, timed rounds,
 ``x baseline`` (baseline median / this median: above 1 is faster), ``x reference`` (the same
 against the ``reference`` row, the seed users' own loader or SPDL, where there is one),
-``x anchor`` (against the two-thread ``preadv`` row, where there is one) and ``% of limit``
+``x fastest reference`` (against the fastest ``reference`` row, where there are several: the
+image groups' other loaders), ``x anchor`` (against the two-thread ``preadv`` row, where there
+is one) and ``% of limit``
 (the fastest ``limit`` row's median / this median: how close this row comes to a numpy
 gather-copy of the same bytes from RAM). A summary first gives, per comparison, the first
-``packread`` row (the plain call) against the others.
+``packread`` row (the plain call) against the others. The image groups (``images-*``) count
+images/s; their epoch table adds the DataLoader worker processes' CPU and all CPU per image,
+the per-core group states packread's images/s over simplejpeg's, and peers that were not
+installed are listed as left out.
 
 ``python benches/report.py --criterion target/criterion`` prints the medians that ``cargo bench``
 saved, grouped, with ``x baseline`` against the group's ``baseline_*`` benchmark and ``% of limit``
@@ -108,9 +113,14 @@ def _table(bench: dict[str, Any]) -> list[str]:
     rows = _rows(bench)
     base, ref = _first(rows, "baseline"), _first(rows, "reference")
     anchor, limit = _first(rows, "anchor"), _limit(rows)
-    head = ["variant", "role", "median", "IQR", "samples/s", "GB/s", "faults/call", "rounds"]
+    unit = info.get("unit", "samples")
+    head = ["variant", "role", "median", "IQR", f"{unit}/s", "GB/s", "faults/call", "rounds"]
     head.append("x baseline")
     optional = [("x reference", ref), ("x anchor", anchor), ("% of limit", limit)]
+    refs = [r for r in rows if r["role"] == "reference"]
+    if len(refs) > 1:
+        # Several other loaders (the image groups): also against the fastest of them.
+        optional.insert(1, ("x fastest reference", min(refs, key=lambda r: r["median"])))
     head += [name for name, r in optional if r is not None]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     samples = info.get("samples_per_call", 1)
@@ -138,6 +148,14 @@ def _table(bench: dict[str, Any]) -> list[str]:
     if info.get("note"):
         notes.append(info["note"])
     notes += [f"- `{r['label']}`: {r['note']}" for r in rows if r.get("note")]
+    if info.get("per_core") and base is not None:
+        notes += [
+            f"Per core: `{r['label']}` / `{base['label']}`: {base['median'] / r['median']:.2f}x "
+            f"the {unit}/s"
+            for r in rows
+            if r["role"] == "packread"
+        ]
+    notes += [f"Left out: `{label}`: {why}" for label, why in (info.get("skipped") or {}).items()]
     load = info.get("loadavg")
     if load:
         notes.append(f"Load average (1 min) before / after: {load[0]} / {load[3]}")
@@ -151,12 +169,21 @@ def _epoch_table(info: dict[str, Any]) -> list[str]:
     timed epochs): CPU of the main process and of the loop's own thread, and with a simulated
     step, the share of the epoch spent waiting in ``next()``."""
     overlap = "step_s" in info
+    # The image groups also count the DataLoader worker processes' CPU, and CPU per image.
+    workers = any("workers_cpu_s" in e for e in info["epochs"].values())
     head = ["loader", "main-process CPU / epoch", "loop-thread CPU / epoch"]
+    if workers:
+        head += ["worker-process CPU / epoch", "all CPU per image"]
     if overlap:
         head += ["waiting in next()", "waiting after the first batch"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for label, e in info["epochs"].items():
         cells = [f"`{label}`", f"{e['main_cpu_s']:.2f} s", f"{e['loop_cpu_s']:.2f} s"]
+        if workers:
+            cells += [
+                f"{e.get('workers_cpu_s', 0):.2f} s",
+                f"{e.get('cpu_ms_per_image', 0):.2f} ms",
+            ]
         if overlap:
             cells += [
                 f"{100 * e['waiting_share']:.1f} %",
