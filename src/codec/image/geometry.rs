@@ -476,7 +476,10 @@ fn emit(
             for row in out.chunks_exact_mut(n * c) {
                 let (left, rest) = row.split_at_mut(half * c);
                 let right = &mut rest[(n - 2 * half) * c..];
-                for (a, b) in left.chunks_exact_mut(c).zip(right.chunks_exact_mut(c).rev()) {
+                for (a, b) in left
+                    .chunks_exact_mut(c)
+                    .zip(right.chunks_exact_mut(c).rev())
+                {
                     a.swap_with_slice(b);
                 }
             }
