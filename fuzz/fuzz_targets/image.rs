@@ -1,14 +1,17 @@
 //! Encoded images through the reader's decode path: the header (`info`, with a pixel limit
 //! small enough to keep each input fast), a whole decode in each mode, and the sample
-//! transform with an eval and a random crop (crop-decoding a region of JPEGs), all into
+//! transform with an eval crop (crop-decoding its box, or with `draft` a DCT-scaled decode), a
+//! random crop (crop-decoding a region of JPEGs) or the whole image at its own size, all into
 //! buffers of the declared size. Covers libjpeg-turbo (built with ASan in fuzz builds),
 //! `png`, `image-webp`, the EXIF reader and the resampler.
 //!
-//! Input: one byte choosing the mode, crop and EXIF handling; then the encoded image.
+//! Input: one byte choosing the mode, crop, draft and EXIF handling; then the encoded image.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use packread::codec::image::geometry::{transform, Crop, Draw, Element, ImageSpec, Layout};
+use packread::codec::image::geometry::{
+    transform, upright_size, Crop, Draw, Element, ImageSpec, Layout,
+};
 use packread::codec::image::{decode, info, Limits, Mode};
 
 fuzz_target!(|data: &[u8]| {
@@ -22,16 +25,24 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(head) = info(image, &limits) {
         let _ = decode(image, &head, None, mode);
     }
-    let crop = if choice & 0x10 != 0 {
-        Crop::Random {
+    let exif_transpose = choice & 0x80 != 0;
+    let (crop, size) = if choice & 0x0C == 0x0C {
+        // The whole image at its own size (`size=None`), sized from its header first.
+        match upright_size(image, &limits, exif_transpose) {
+            Ok(size) => (Crop::Full, size),
+            Err(_) => return,
+        }
+    } else if choice & 0x10 != 0 {
+        let crop = Crop::Random {
             scale: (0.08, 1.0),
             ratio: (0.75, 4.0 / 3.0),
-        }
+        };
+        (crop, (16, 12))
     } else {
-        Crop::Center { resize: 20 }
+        (Crop::Center { resize: 20 }, (16, 12))
     };
     let spec = ImageSpec {
-        size: (16, 12),
+        size,
         crop,
         flip: choice & 0x20 != 0,
         layout: if choice & 0x40 != 0 { Layout::Nchw } else { Layout::Nhwc },
@@ -39,7 +50,8 @@ fuzz_target!(|data: &[u8]| {
         element: Element::U8,
         mean: vec![],
         std: vec![],
-        exif_transpose: choice & 0x80 != 0,
+        exif_transpose,
+        draft: choice & 0x08 != 0,
         limits,
     };
     let mut out = vec![0u8; spec.sample_bytes()];
