@@ -235,3 +235,33 @@ def test_draft_decodes_large_jpegs_scaled_within_its_stated_tolerance(tmp_path):
     assert draft_diff.mean() < 0.6
     # The scaled decode really ran: its pixels are not the full decode's.
     assert not np.array_equal(draft, exact)
+
+
+def test_progressive_jpegs_with_too_many_scans_are_refused(tmp_path, encoded):
+    """A scan bomb: one scan of a progressive JPEG repeated 600 times (BAD_INPUTS 51)."""
+    b = io.BytesIO()
+    Image.open(io.BytesIO(encoded["chelsea.q90.jpg"])).save(b, "JPEG", progressive=True)
+    raw = b.getvalue()
+    last_scan = raw.rindex(b"\xff\xda")
+    end = raw.rindex(b"\xff\xd9")
+    bomb = raw[:end] + raw[last_scan:end] * 600 + b"\xff\xd9"
+    path = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("ok.jpg", raw)
+        z.writestr("bomb.jpg", bomb)
+    r = packread.ImageReader(path, labels=False, size=16)
+    assert r.batch([r.names().index("ok.jpg")]).shape == (1, 16, 16, 3)
+    with pytest.raises(packread.DecodeError, match="more than 500 scans"):
+        r.batch([r.names().index("bomb.jpg")])
+
+
+def test_malformed_labels_members_are_refused_saying_the_forms(tmp_path, encoded):
+    """BAD_INPUTS 50."""
+    for k, doc in enumerate((b"not json", b'{"foo": 1}', b'{"labels": 5}', b'{"labels": [[1]]}')):
+        path = tmp_path / f"bad{k}.zip"
+        with zipfile.ZipFile(path, "w") as z:
+            z.writestr("a.jpg", encoded["chelsea.q90.jpg"])
+            z.writestr("dataset.json", doc)
+        with pytest.raises(packread.InvalidArgumentError, match="labels must be JSON") as exc:
+            packread.ImageReader(path, size=16)
+        assert "dataset.json" in str(exc.value)
