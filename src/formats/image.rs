@@ -612,11 +612,9 @@ impl ImageIndex {
         }
         let decode_failed = std::mem::take(&mut *log.lock().unwrap_or_else(|p| p.into_inner()));
         for (row, why) in decode_failed {
-            if let Some(k) = rows.as_slice().iter().position(|&r| r as u64 == row) {
-                for (k2, &r2) in rows.as_slice().iter().enumerate().skip(k) {
-                    if r2 as u64 == row {
-                        failed.insert(k2, why.clone());
-                    }
+            for (k, &r) in rows.as_slice().iter().enumerate() {
+                if r as u64 == row {
+                    failed.insert(k, why.clone());
                 }
             }
         }
@@ -653,7 +651,11 @@ impl ImageIndex {
                     done[offsets[k] as usize..offsets[k + 1] as usize].to_vec(),
                     shape(s),
                 )),
-                (why, _) => parts.push(self.replacement(row, rows.epoch(), why)?),
+                (why, _) => parts.push(self.replacement(
+                    row,
+                    rows.epoch(),
+                    why.map_or("", String::as_str),
+                )?),
             }
         }
         let total: usize = parts.iter().map(|p| p.0.len()).sum();
@@ -678,33 +680,45 @@ impl ImageIndex {
 
     /// The next sample after `row` (wrapping around) that decodes, at its own size, for a
     /// sample that did not (`why`).
-    fn replacement(
-        &self,
-        row: usize,
-        epoch: u64,
-        why: Option<&String>,
-    ) -> Result<(Vec<u8>, [usize; 3])> {
-        let len = self.len();
-        for step in 1..len {
-            let other = (row + step) % len;
-            if self
-                .errors
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .contains_key(&(other as u64))
-            {
-                continue;
-            }
-            let rows = Rows::resolve(&[other as i64], len, &self.location)?.in_epoch(epoch);
+    fn replacement(&self, row: usize, epoch: u64, why: &str) -> Result<(Vec<u8>, [usize; 3])> {
+        self.stand_in(row, why, |other| {
+            let rows = Rows::resolve(&[other as i64], self.len(), &self.location)?.in_epoch(epoch);
             match self.sized(&rows, false) {
-                Ok(b) => return Ok((bytes_of(&b.storage, b.nbytes).to_vec(), b.shapes[0])),
+                Ok(b) => Ok(Some((bytes_of(&b.storage, b.nbytes).to_vec(), b.shapes[0]))),
                 Err(e) if e.kind() == ErrorKind::Decode => {
                     self.errors
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
                         .insert(other as u64, e.message().to_string());
+                    Ok(None)
                 }
-                Err(e) => return Err(e),
+                Err(e) => Err(e),
+            }
+        })
+    }
+
+    /// The skip rule, written once: `attempt` is tried on each sample after `row` in index
+    /// order (wrapping around) not yet known to be broken, until one decodes (`Some`); none
+    /// does: a `DecodeError` for `row` (which failed with `why`).
+    fn stand_in<T>(
+        &self,
+        row: usize,
+        why: &str,
+        mut attempt: impl FnMut(usize) -> Result<Option<T>>,
+    ) -> Result<T> {
+        let len = self.len();
+        for step in 1..len {
+            let other = (row + step) % len;
+            let known_bad = self
+                .errors
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains_key(&(other as u64));
+            if known_bad {
+                continue;
+            }
+            if let Some(done) = attempt(other)? {
+                return Ok(done);
             }
         }
         Err(self.locate(
@@ -712,10 +726,7 @@ impl ImageIndex {
             Error::new(
                 ErrorKind::Decode,
                 "",
-                format!(
-                    "{}; and no other image of the reader decodes to replace it",
-                    why.cloned().unwrap_or_default()
-                ),
+                format!("{why}; and no other image of the reader decodes to replace it"),
             ),
         ))
     }
@@ -838,39 +849,14 @@ impl Index for ImageIndex {
             .unwrap_or_else(|p| p.into_inner())
             .extend(bad.iter().map(|(k, v)| (*k, v.clone())));
         let n = self.spec.sample_bytes();
-        let len = self.len();
         for (k, &row) in rows.as_slice().iter().enumerate() {
-            if !bad.contains_key(&(row as u64)) {
+            let Some(why) = bad.get(&(row as u64)) else {
                 continue;
-            }
+            };
             let slot = &mut out[k * n..(k + 1) * n];
-            let mut found = false;
-            for step in 1..len {
-                let other = (row + step) % len;
-                if self
-                    .errors
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .contains_key(&(other as u64))
-                {
-                    continue;
-                }
-                if self.decode_one(other, rows.epoch(), slot)? {
-                    found = true;
-                    break;
-                }
-            }
-            if !found {
-                let why = bad.get(&(row as u64)).cloned().unwrap_or_default();
-                return Err(self.locate(
-                    (0, row as u64),
-                    Error::new(
-                        ErrorKind::Decode,
-                        "",
-                        format!("{why}; and no other image of the reader decodes to replace it"),
-                    ),
-                ));
-            }
+            self.stand_in(row, why, |other| {
+                Ok(self.decode_one(other, rows.epoch(), slot)?.then_some(()))
+            })?;
         }
         Ok(())
     }
