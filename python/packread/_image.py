@@ -38,11 +38,6 @@ LABELS_MEMBER = "dataset.json"
 
 Size = Union[int, Sequence[int]]
 
-#: A batch of images at their own sizes (``size=None``): a list of arrays, or with
-#: ``ragged="flat"`` ``(values, offsets, shapes)``, sample ``k`` being
-#: ``values[offsets[k]:offsets[k + 1]].reshape(shapes[k])``.
-SizedBatch = Union[list[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
-
 
 def _is_image(name: str) -> bool:
     return name.lower().endswith(IMG_EXTENSIONS)
@@ -66,9 +61,12 @@ def _size(size: Size) -> tuple[int, int]:
     return h, w
 
 
-def _labels_from_json(raw: bytes, where: str, names: list[str]) -> np.ndarray:
+def _labels_from_json(
+    raw: bytes, where: str, names: list[str]
+) -> tuple[np.ndarray, list[str] | None]:
     """Labels of ``names`` from ``{"labels": {name: label}}`` or
-    ``{"labels": [[name, label], ...]}``; a name without a label is an error naming it."""
+    ``{"labels": [[name, label], ...]}`` (a name without a label is an error naming it), and
+    the optional ``"classes"`` list, class names by label (``packread convert`` writes one)."""
     try:
         doc = json.loads(raw)
         table = doc["labels"]
@@ -86,16 +84,10 @@ def _labels_from_json(raw: bytes, where: str, names: list[str]) -> np.ndarray:
         if n not in table:
             raise MissingKeyError(f"{where}: no label for {n!r}")
         out[k] = int(table[n])
-    return out
-
-
-def _classes_from_json(raw: bytes) -> list[str] | None:
-    """The optional ``"classes"`` list of a labels member (``packread convert`` writes one):
-    class names by label."""
-    classes = json.loads(raw).get("classes")
+    classes = doc.get("classes")
     if isinstance(classes, list) and all(isinstance(c, str) for c in classes):
-        return list(classes)
-    return None
+        return out, list(classes)
+    return out, None
 
 
 def _folder_tree(root: str) -> tuple[list[str], list[str], np.ndarray]:
@@ -333,8 +325,8 @@ class ImageReader(ArrayReader):
             if label_member is not None:
                 (pos,) = archive.positions([label_member])
                 raw = _read_member(archive, pos)
-                self.labels = _labels_from_json(raw, f"{path}:{label_member}", chosen)
-                self.classes = _classes_from_json(raw)
+                where = f"{path}:{label_member}"
+                self.labels, self.classes = _labels_from_json(raw, where, chosen)
                 self.label_source = label_member
             elif labels is None and members is None:
                 tree = _zip_tree(chosen, path)
