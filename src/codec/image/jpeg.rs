@@ -267,32 +267,55 @@ pub(crate) fn decode_scaled(
         if unsafe { tj::tj3SetScalingFactor(h.0, factor(denom)) } != 0 {
             return Err(h.error());
         }
-        // SAFETY: `out` holds `pitch * scaled height` bytes (checked above), what a decode at
-        // this scale writes with this pitch.
-        let status = unsafe {
-            tj::tj3Decompress8(
-                h.0,
-                data.as_ptr(),
-                data.len() as tj::size_t,
-                out.as_mut_ptr(),
-                pitch as i32,
-                layout.format(),
-            )
+        let unscale = |h: &Handle| {
+            // SAFETY: a live handle; 1/1 is always supported.
+            unsafe { tj::tj3SetScalingFactor(h.0, factor(1)) };
         };
-        // SAFETY: a live handle.
-        let warning = unsafe { tj::tj3GetErrorCode(h.0) } == tj::TJERR_TJERR_WARNING as i32;
-        // Leave the handle unscaled for the next caller.
-        // SAFETY: as above.
-        unsafe { tj::tj3SetScalingFactor(h.0, factor(1)) };
-        if status != 0 {
-            let err = h.error();
-            if warning && !matches!(err, ImageError::Truncated(_)) {
-                return Ok(());
-            }
-            return Err(err);
-        }
-        Ok(())
+        // SAFETY: `out` holds `pitch * scaled height` bytes (checked above), what a decode at
+        // this scale writes with this pitch. The handle is left unscaled for the next caller.
+        unsafe { decompress(h, data, out, pitch, layout, unscale) }
     })
+}
+
+/// Decompresses `data` into `out` (`pitch` bytes a row), then `reset`s the handle's settings
+/// for the next caller. A warning libjpeg recovers from keeps the decoded pixels, as PIL does;
+/// data that ends early is `Truncated`, as PIL refuses it.
+///
+/// # Safety
+///
+/// `out` must hold at least `pitch` bytes for every row a decode with the handle's current
+/// scaling and cropping writes (libjpeg-turbo writes that many, unchecked).
+unsafe fn decompress(
+    h: &Handle,
+    data: &[u8],
+    out: &mut [u8],
+    pitch: usize,
+    layout: JpegOut,
+    reset: impl FnOnce(&Handle),
+) -> Result<(), ImageError> {
+    // SAFETY: `out` holds what a decode with the handle's settings writes with this pitch (this
+    // function's contract); `data` is a valid slice.
+    let status = unsafe {
+        tj::tj3Decompress8(
+            h.0,
+            data.as_ptr(),
+            data.len() as tj::size_t,
+            out.as_mut_ptr(),
+            pitch as i32,
+            layout.format(),
+        )
+    };
+    // SAFETY: a live handle.
+    let warning = unsafe { tj::tj3GetErrorCode(h.0) } == tj::TJERR_TJERR_WARNING as i32;
+    reset(h);
+    if status != 0 {
+        let err = h.error();
+        if warning && !matches!(err, ImageError::Truncated(_)) {
+            return Ok(());
+        }
+        return Err(err);
+    }
+    Ok(())
 }
 
 /// Decodes `region` of the image (whose `x` must be a multiple of `info.mcu_width`, or the
@@ -338,31 +361,14 @@ pub(crate) fn decode(
         if unsafe { tj::tj3SetCroppingRegion(h.0, want) } != 0 {
             return Err(h.error());
         }
-        // SAFETY: `out` holds `pitch * r.h` bytes (checked above), exactly what a decode of
-        // the region in `layout` writes with this pitch; `data` is a valid slice.
-        let status = unsafe {
-            tj::tj3Decompress8(
-                h.0,
-                data.as_ptr(),
-                data.len() as tj::size_t,
-                out.as_mut_ptr(),
-                pitch as i32,
-                layout.format(),
-            )
+        let uncrop = |h: &Handle| {
+            // SAFETY: a live handle; the whole image is always a valid region.
+            unsafe { tj::tj3SetCroppingRegion(h.0, whole) };
         };
-        // SAFETY: a live handle.
-        let warning = unsafe { tj::tj3GetErrorCode(h.0) } == tj::TJERR_TJERR_WARNING as i32;
-        // Leave the handle whole-image for the next caller.
-        // SAFETY: as above.
-        unsafe { tj::tj3SetCroppingRegion(h.0, whole) };
-        if status != 0 {
-            let err = h.error();
-            if warning && !matches!(err, ImageError::Truncated(_)) {
-                return Ok(());
-            }
-            return Err(err);
-        }
-        Ok(())
+        // SAFETY: `out` holds `pitch * r.h` bytes (checked above), exactly what a decode of the
+        // region in `layout` writes with this pitch. The handle is left whole-image for the
+        // next caller.
+        unsafe { decompress(h, data, out, pitch, layout, uncrop) }
     })
 }
 

@@ -261,20 +261,9 @@ pub fn decode(
             if (j.width, j.height) != (info.width, info.height) {
                 return Err(ImageError::Corrupt("the JPEG header changed".into()));
             }
-            let layout = if j.is_cmyk() {
-                jpeg::JpegOut::Cmyk
-            } else if j.is_gray() {
-                jpeg::JpegOut::Gray
-            } else {
-                jpeg::JpegOut::Rgb
-            };
+            let (layout, from) = jpeg_layout(&j);
             let mut raw = vec![0u8; px * layout.channels()];
             jpeg::decode(data, &j, region, layout, &mut raw)?;
-            let from = match layout {
-                jpeg::JpegOut::Rgb => Stored::Rgb,
-                jpeg::JpegOut::Gray => Stored::L,
-                jpeg::JpegOut::Cmyk => Stored::CmykInverted,
-            };
             Ok(Picture {
                 width: r.w,
                 height: r.h,
@@ -303,27 +292,27 @@ pub fn decode_scaled(
     if (j.width, j.height) != (info.width, info.height) {
         return Err(ImageError::Corrupt("the JPEG header changed".into()));
     }
-    let layout = if j.is_cmyk() {
-        jpeg::JpegOut::Cmyk
-    } else if j.is_gray() {
-        jpeg::JpegOut::Gray
-    } else {
-        jpeg::JpegOut::Rgb
-    };
+    let (layout, from) = jpeg_layout(&j);
     let (w, h) = jpeg::scaled(j.width, j.height, denom);
     let mut raw = vec![0u8; w as usize * h as usize * layout.channels()];
     jpeg::decode_scaled(data, &j, denom, layout, &mut raw)?;
-    let from = match layout {
-        jpeg::JpegOut::Rgb => Stored::Rgb,
-        jpeg::JpegOut::Gray => Stored::L,
-        jpeg::JpegOut::Cmyk => Stored::CmykInverted,
-    };
     Ok(Picture {
         width: w,
         height: h,
         mode,
         pixels: convert(raw, from, mode),
     })
+}
+
+/// What libjpeg-turbo decodes a JPEG to, and how those pixels are laid out for [`convert`].
+fn jpeg_layout(j: &jpeg::JpegInfo) -> (jpeg::JpegOut, Stored) {
+    if j.is_cmyk() {
+        (jpeg::JpegOut::Cmyk, Stored::CmykInverted)
+    } else if j.is_gray() {
+        (jpeg::JpegOut::Gray, Stored::L)
+    } else {
+        (jpeg::JpegOut::Rgb, Stored::Rgb)
+    }
 }
 
 /// A PNG or WebP decoded whole, then cut to `region`.
