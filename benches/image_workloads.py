@@ -46,7 +46,8 @@ from typing import Any
 import numpy as np
 import torch
 from PIL import Image
-from torch.utils.data import DataLoader, Dataset, get_worker_info
+from torch.utils.data import DataLoader, Dataset
+from workloads import MultiWorkerZIPDataset as RawZIPDataset
 
 import packread
 
@@ -424,32 +425,21 @@ def eval_transform():
     )
 
 
-class MultiWorkerZIPDataset(Dataset):
+class MultiWorkerZIPDataset(RawZIPDataset):
     """Our re-implementation of the SURF "Packed Data Formats" tutorial's
-    ``MultiWorkerZIPDataset`` with ``load_encoded=True``: the member names (those with an
-    image extension PIL knows) and ``dataset.json``'s labels are read once; each DataLoader
-    worker opens its own ``ZipFile`` on first use; a sample is the member's bytes decoded by
+    ``MultiWorkerZIPDataset`` with ``load_encoded=True`` (the raw-bytes one of
+    ``benches/workloads.py``, whose per-worker ``ZipFile`` and labels it keeps): the members
+    with an image extension PIL knows are the samples, each decoded by
     ``PIL.Image.open(...).convert("RGB")``, then ``transform``."""
 
     def __init__(self, path: str, transform: Callable[[Image.Image], Any] | None = None) -> None:
-        self.path = path
-        self.transform = transform
-        worker = get_worker_info()
-        worker = worker.id if worker else None
-        self.zip_handle = {worker: zipfile.ZipFile(path)}
-        members = sorted(self.zip_handle[worker].namelist())
         Image.init()
-        extensions = tuple(Image.EXTENSION.keys())
-        self.img_names = [m for m in members if m.lower().endswith(extensions)]
-        with self.zip_handle[worker].open("dataset.json", "r") as f:
-            self.labels = json.load(f)["labels"]
+        self.extensions = tuple(Image.EXTENSION.keys())
+        super().__init__(path)
+        self.transform = transform
 
-    def _get_file_handle(self, fname: str):
-        worker = get_worker_info()
-        worker = worker.id if worker else None
-        if worker not in self.zip_handle:
-            self.zip_handle[worker] = zipfile.ZipFile(self.path)
-        return self.zip_handle[worker].open(fname, "r")
+    def _is_sample(self, name: str) -> bool:
+        return name.lower().endswith(self.extensions)
 
     def _get_image(self, fname: str) -> Image.Image:
         with self._get_file_handle(fname) as f:
@@ -462,14 +452,6 @@ class MultiWorkerZIPDataset(Dataset):
         if self.transform is not None:
             image = self.transform(image)
         return image, self.labels[name]
-
-    def __len__(self) -> int:
-        return len(self.img_names)
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["zip_handle"] = {}
-        return state
 
 
 def dataloader(dataset: Dataset) -> DataLoader:

@@ -228,9 +228,12 @@ class MultiWorkerZIPDataset(Dataset):
         worker = worker.id if worker else None
         self.zip_handle = {worker: zipfile.ZipFile(path)}
         members = sorted(self.zip_handle[worker].namelist())
-        self.img_names = [m for m in members if m.endswith(".raw")]
+        self.img_names = [m for m in members if self._is_sample(m)]
         with self.zip_handle[worker].open("dataset.json", "r") as f:
             self.labels = json.load(f)["labels"]
+
+    def _is_sample(self, name: str) -> bool:
+        return name.endswith(".raw")
 
     def _get_file_handle(self, fname: str):
         worker = get_worker_info()
