@@ -138,3 +138,25 @@ def test_map_dataset_draws_crops_from_the_epoch_it_is_set_to(archive, workers):
     one = ds[4]
     assert set(one) == {"images", "labels"}
     assert int(one["labels"]) == 4
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_ranks_split_image_epochs_like_every_other_reader(archive, drop_last):
+    reader = _reader(archive)
+    seen = []
+    counts = []
+    for rank in (0, 1):
+        ds = PackDataset(reader, 4, seed=3, rank=rank, world_size=2, drop_last=drop_last)
+        batches = list(DataLoader(ds, batch_size=None, num_workers=2))
+        counts.append(len(batches))
+        order = ds.rank_indices(0)
+        for j, b in enumerate(batches):
+            idx = order[j * 4 : (j + 1) * 4]
+            assert b["labels"].tolist() == idx.tolist()
+            assert np.array_equal(b["images"].numpy(), reader.batch(idx, epoch=0))
+            seen.extend(b["labels"].tolist())
+    assert counts[0] == counts[1]
+    if drop_last:
+        assert len(seen) == len(set(seen)) <= N
+    else:
+        assert set(seen) == set(range(N))  # every sample, the shorter rank padded
