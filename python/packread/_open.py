@@ -41,6 +41,14 @@ IMAGE_OPTIONS = frozenset(
 )
 
 
+def opens_images(source: Any, options: dict[str, Any]) -> bool:
+    """Whether :func:`open_reader` opens ``source`` as an :class:`~packread.ImageReader`: a
+    path given with an image option, or an ``ImageFolder`` tree."""
+    if not isinstance(source, (str, os.PathLike)):
+        return False
+    return bool(IMAGE_OPTIONS.intersection(options)) or _is_image_tree(os.fspath(source))
+
+
 def _is_image_tree(path: str) -> bool:
     """A folder of class folders and no ``.npy``/``.npz`` files: the ``ImageFolder`` layout."""
     if not os.path.isdir(path):
@@ -77,15 +85,14 @@ def open_reader(source: Source, datasets: Any = None, **options: Any) -> BatchRe
                 "a reader already"
             )
         return source
-    if isinstance(source, (str, os.PathLike)):
-        path = os.fspath(source)
-        if IMAGE_OPTIONS.intersection(options) or _is_image_tree(path):
-            from ._image import ImageReader
+    if opens_images(source, options):
+        from ._image import ImageReader
 
-            if datasets is not None:
-                is_hdf5 = path.lower().endswith(HDF5_SUFFIXES) or sniff(path) == "hdf5"
-                options["dataset" if is_hdf5 else "members"] = datasets
-            return ImageReader(path, **options)
+        path = os.fspath(source)  # type: ignore[arg-type]
+        if datasets is not None:
+            is_hdf5 = path.lower().endswith(HDF5_SUFFIXES) or sniff(path) == "hdf5"
+            options["dataset" if is_hdf5 else "members"] = datasets
+        return ImageReader(path, **options)
     kind, target = source_kind(source)
     if kind == "hdf5":
         return HDF5Reader(target, datasets, **options)
