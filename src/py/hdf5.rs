@@ -89,12 +89,7 @@ impl RaggedResult {
         &self,
         py: Python<'py>,
     ) -> PyResult<(Bound<'py, PyAny>, usize, Bound<'py, PyAny>)> {
-        let batch = self
-            .slot
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-            .ok_or_else(|| invalid_argument(py, "no finished read to take (wait for it first)"))?;
+        let batch = super::pending::take_finished(py, &self.slot)?;
         let (storage, nbytes, offsets) = batch.into_parts();
         let offsets: Vec<i64> = offsets.into_iter().map(|o| o as i64).collect();
         Ok((

@@ -235,12 +235,7 @@ impl SizedResult {
         Bound<'py, PyAny>,
         Vec<(usize, usize, usize)>,
     )> {
-        let batch = self
-            .slot
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-            .ok_or_else(|| invalid_argument(py, "no finished read to take (wait for it first)"))?;
+        let batch = super::pending::take_finished(py, &self.slot)?;
         let offsets: Vec<i64> = batch.offsets.iter().map(|&o| o as i64).collect();
         Ok((
             numpy::PyArray1::from_vec(py, batch.storage).into_any(),

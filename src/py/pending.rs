@@ -30,6 +30,17 @@ pub struct PendingRead {
     outcome: Mutex<Option<std::result::Result<(), Py<PyAny>>>>,
 }
 
+/// The result a finished job left in `slot`, taken once: the read allocated it, so it is
+/// only handed to Python after the caller waited on the read.
+pub(super) fn take_finished<T>(py: Python<'_>, slot: &Mutex<Option<T>>) -> PyResult<T> {
+    slot.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+        .ok_or_else(|| {
+            super::errors::invalid_argument(py, "no finished read to take (wait for it first)")
+        })
+}
+
 /// Queues `job` on the pool `threads` selects, or runs it now on this thread (the GIL
 /// released) when `work` is tiny: the pool hand-off would cost more than the read. Either way
 /// the caller gets a handle to wait on; an inline one is already done. `keep` holds the

@@ -414,12 +414,7 @@ pub fn transform(
             let x1 = ((l + bw).ceil() as u32 + reach_x + align).min(w);
             let y0 = (t.floor() as u32).saturating_sub(reach_y + MARGIN_ROWS);
             let y1 = ((t + bh).ceil() as u32 + reach_y + MARGIN_ROWS).min(h);
-            let wide = Region {
-                x: x0,
-                y: y0,
-                w: x1 - x0,
-                h: y1 - y0,
-            };
+            let wide = Region::spanning(x0, y0, x1, y1);
             let part = decode(data, &head, Some(wide), spec.mode)?;
             let shifted = (l - x0 as f64, t - y0 as f64, bw, bh);
             emit(&part, Some(shifted), false, spec, out)
@@ -437,12 +432,7 @@ pub fn transform(
             let x1 = (r.x + r.w + align).min(w);
             let y0 = r.y.saturating_sub(MARGIN_ROWS);
             let y1 = (r.y + r.h + MARGIN_ROWS).min(h);
-            let wide = Region {
-                x: x0,
-                y: y0,
-                w: x1 - x0,
-                h: y1 - y0,
-            };
+            let wide = Region::spanning(x0, y0, x1, y1);
             let part = decode(data, &head, Some(wide), spec.mode)?;
             let exact = super::crop(
                 &part,

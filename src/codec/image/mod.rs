@@ -95,6 +95,18 @@ pub struct Region {
     pub h: u32,
 }
 
+impl Region {
+    /// The region from column `x0` and row `y0` up to (not including) `x1` and `y1`.
+    pub fn spanning(x0: u32, y0: u32, x1: u32, y1: u32) -> Region {
+        Region {
+            x: x0,
+            y: y0,
+            w: x1 - x0,
+            h: y1 - y0,
+        }
+    }
+}
+
 /// The pixel mode of decoded images, as PIL names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
