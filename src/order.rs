@@ -84,6 +84,139 @@ pub fn chunk_order(seed: u64, epoch: u64, chunk: usize, window: usize, out: &mut
     debug_assert_eq!(at, n);
 }
 
+/// How an epoch is cut in `"shard"` mode: the shards' lengths, and the batches, ranks and
+/// workers they are dealt to.
+#[derive(Debug, Clone, Copy)]
+pub struct ShardLayout<'a> {
+    /// Samples in each shard, in the reader's order.
+    pub lengths: &'a [usize],
+    /// Samples per batch.
+    pub batch: usize,
+    /// This rank, of `world`.
+    pub rank: usize,
+    /// Ranks.
+    pub world: usize,
+    /// Workers of each rank (1 when the rank reads in its own process).
+    pub workers: usize,
+    /// Whether the last, partial batches are dropped (else the epoch is padded by repeating).
+    pub drop_last: bool,
+    /// Shards whose samples are shuffled together.
+    pub window: usize,
+}
+
+/// The samples rank `layout.rank` reads in one epoch in `"shard"` mode, in batch order
+/// (batch `p` is `out[p * batch..]`), so that each worker reads few files at a time:
+///
+/// 1. the shards are permuted by `(seed, epoch)`, the same permutation on every rank;
+/// 2. their samples, in that order, are cut into one contiguous run per rank of equal length
+///    (`ceil(n / world)`, padded by repeating from the start; with `drop_last`, whole batches
+///    only), as `"sample"` mode cuts its permutation;
+/// 3. each rank's run is cut into one contiguous block per worker, as many samples as the
+///    batches that worker reads (positions `w, w + workers, ...`);
+/// 4. within each block, the samples of every `window` consecutive shards are shuffled.
+///
+/// Fewer shards holding samples than ranks x workers would have workers share shards or sit
+/// idle, so it is an error.
+pub fn shard_order(layout: &ShardLayout<'_>, seed: u64, epoch: u64) -> Result<Vec<i64>, String> {
+    let ShardLayout {
+        lengths,
+        batch,
+        rank,
+        world,
+        workers,
+        drop_last,
+        window,
+    } = *layout;
+    let (batch, world, workers, window) =
+        (batch.max(1), world.max(1), workers.max(1), window.max(1));
+    let filled = lengths.iter().filter(|&&n| n > 0).count();
+    if filled < world * workers {
+        return Err(format!(
+            "shuffle_mode='shard' deals whole shards to {world} rank(s) x {workers} worker(s), \
+             but only {filled} shard(s) hold samples; use shuffle_mode='sample', or fewer \
+             workers"
+        ));
+    }
+    let n: usize = lengths.iter().sum();
+    let per_rank = if drop_last {
+        (n / (world * batch)) * batch
+    } else {
+        n.div_ceil(world)
+    };
+    let mut starts = Vec::with_capacity(lengths.len());
+    let mut at = 0usize;
+    for &len in lengths {
+        starts.push(at);
+        at += len;
+    }
+    let mut shards: Vec<usize> = (0..lengths.len()).collect();
+    SplitMix64::for_epoch(seed, epoch).shuffle(&mut shards);
+    // This rank's run of the shard-ordered samples (cycled when padding): (shard, sample).
+    let first = rank * per_rank;
+    let mut run: Vec<(usize, i64)> = Vec::with_capacity(per_rank);
+    let mut skip = first % n.max(1);
+    'fill: while run.len() < per_rank {
+        for &k in &shards {
+            if skip >= lengths[k] {
+                skip -= lengths[k];
+                continue;
+            }
+            for i in starts[k] + skip..starts[k] + lengths[k] {
+                if run.len() == per_rank {
+                    break 'fill;
+                }
+                run.push((k, i as i64));
+            }
+            skip = 0;
+        }
+    }
+    // Batch p has min(batch, per_rank - p * batch) samples and belongs to worker p % workers.
+    let num_batches = if drop_last {
+        per_rank / batch
+    } else {
+        per_rank.div_ceil(batch)
+    };
+    let size = |p: usize| batch.min(per_rank - p * batch);
+    let mut blocks: Vec<Vec<i64>> = Vec::with_capacity(workers);
+    let mut taken = 0;
+    for w in 0..workers {
+        let len: usize = (w..num_batches).step_by(workers).map(size).sum();
+        let block = &run[taken..taken + len];
+        taken += len;
+        let mut rng = SplitMix64::for_epoch(
+            seed ^ ((rank as u64) << 32 | w as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            epoch,
+        );
+        let mut out: Vec<i64> = block.iter().map(|&(_, i)| i).collect();
+        // Windows of `window` runs of one shard each, shuffled within.
+        let mut start = 0;
+        while start < block.len() {
+            let mut end = start;
+            for _ in 0..window {
+                let k = match block.get(end) {
+                    Some(&(k, _)) => k,
+                    None => break,
+                };
+                while block.get(end).is_some_and(|&(s, _)| s == k) {
+                    end += 1;
+                }
+            }
+            rng.shuffle(&mut out[start..end]);
+            start = end;
+        }
+        blocks.push(out);
+    }
+    let mut order = Vec::with_capacity(per_rank);
+    let mut next = vec![0usize; workers];
+    for p in 0..num_batches {
+        let w = p % workers;
+        let len = size(p);
+        order.extend_from_slice(&blocks[w][next[w]..next[w] + len]);
+        next[w] += len;
+    }
+    Ok(order)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,6 +279,92 @@ mod tests {
             ids.dedup();
             assert!(ids.len() <= window, "{ids:?}");
         }
+    }
+
+    fn layout(
+        lengths: &[usize],
+        batch: usize,
+        rank: usize,
+        world: usize,
+        workers: usize,
+        drop_last: bool,
+        window: usize,
+    ) -> ShardLayout<'_> {
+        ShardLayout {
+            lengths,
+            batch,
+            rank,
+            world,
+            workers,
+            drop_last,
+            window,
+        }
+    }
+
+    #[test]
+    fn shard_mode_reads_every_sample_once_across_ranks() {
+        let lengths = [1, 7, 500, 3, 0, 40, 12];
+        let n: usize = lengths.iter().sum();
+        for world in 1..4 {
+            for workers in 1..3 {
+                let mut all = Vec::new();
+                for rank in 0..world {
+                    let l = layout(&lengths, 8, rank, world, workers, false, 2);
+                    let got = shard_order(&l, 3, 1).unwrap();
+                    assert_eq!(got.len(), n.div_ceil(world));
+                    all.extend(got);
+                }
+                // Padding repeats samples from the start; without it, a permutation.
+                let mut seen = all.clone();
+                seen.sort_unstable();
+                seen.dedup();
+                assert_eq!(seen.len(), n, "world {world} workers {workers}");
+                if n % world == 0 {
+                    assert_eq!(all.len(), n);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn shard_mode_keeps_each_worker_on_few_shards() {
+        let lengths = [50usize; 40];
+        let l = layout(&lengths, 10, 0, 1, 2, false, 2);
+        let order = shard_order(&l, 9, 0).unwrap();
+        for (p, b) in order.chunks(10).enumerate() {
+            let mut shards: Vec<i64> = b.iter().map(|&i| i / 50).collect();
+            shards.sort_unstable();
+            shards.dedup();
+            // A window of 2 shards, plus one more where a batch crosses a window's end.
+            assert!(shards.len() <= 4, "batch {p}: {shards:?}");
+        }
+        // Worker 0 reads even batches, worker 1 odd ones: their shards differ.
+        let shards_of = |w: usize| -> std::collections::BTreeSet<i64> {
+            order
+                .chunks(10)
+                .skip(w)
+                .step_by(2)
+                .flatten()
+                .map(|&i| i / 50)
+                .collect()
+        };
+        assert!(shards_of(0).is_disjoint(&shards_of(1)));
+    }
+
+    #[test]
+    fn shard_mode_with_drop_last_gives_whole_batches() {
+        let lengths = [5usize, 9, 13];
+        let l = layout(&lengths, 4, 1, 2, 1, true, 1);
+        let got = shard_order(&l, 0, 0).unwrap();
+        assert_eq!(got.len(), 12);
+    }
+
+    #[test]
+    fn too_few_shards_for_ranks_and_workers_is_an_error() {
+        let lengths = [5usize, 0, 9];
+        let l = layout(&lengths, 4, 0, 2, 2, false, 1);
+        let e = shard_order(&l, 0, 0).unwrap_err();
+        assert!(e.contains("shuffle_mode='sample'"), "{e}");
     }
 
     proptest! {

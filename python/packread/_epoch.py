@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 #: The values of ``shuffle_mode``.
-SHUFFLE_MODES = ("sample", "chunk", "none")
+SHUFFLE_MODES = ("sample", "chunk", "shard", "none")
 #: The ``format`` of a :meth:`EpochPlan.state` (``PackDataset.state_dict``).
 STATE_FORMAT = "packread.PackDataset/1"
 _U64 = 2**64 - 1
@@ -106,6 +106,11 @@ class EpochPlan:
     rank: int = 0
     world_size: int = 1
     drop_last: bool = False
+    #: ``"shard"`` mode: samples in each shard, shards whose samples are shuffled together,
+    #: and the workers of this rank (the epoch is dealt to them).
+    shard_lengths: tuple[int, ...] | None = None
+    shard_window: int = 1
+    workers: int = 1
 
     def __post_init__(self) -> None:
         check_int("num_samples", self.num_samples, 0)
@@ -120,6 +125,13 @@ class EpochPlan:
         if self.shuffle_mode not in SHUFFLE_MODES:
             raise InvalidArgumentError(
                 f"shuffle_mode must be one of {SHUFFLE_MODES}, not {self.shuffle_mode!r}"
+            )
+        check_int("shard_window", self.shard_window, 1)
+        check_int("workers", self.workers, 1)
+        if self.shuffle_mode == "shard" and self.shard_lengths is None:
+            raise InvalidArgumentError(
+                "shuffle_mode='shard' needs a reader of several files: a list or glob of HDF5 "
+                "files or ZIP archives"
             )
 
     @property
@@ -136,7 +148,15 @@ class EpochPlan:
         return per_rank // b if self.drop_last else -(-per_rank // b)
 
     def order(self, epoch: int) -> NDArray[np.int64]:
-        """The permutation of the samples for ``epoch`` (:func:`epoch_order`)."""
+        """The permutation of the samples for ``epoch`` (:func:`epoch_order`); in ``"shard"``
+        mode, the shards' samples in the order of the shards' permutation, which ranks are
+        cut from (the samples of each worker's block are then shuffled within windows)."""
+        if self.shuffle_mode == "shard":
+            lengths = np.asarray(self.shard_lengths, dtype=np.int64)
+            starts = np.concatenate([[0], np.cumsum(lengths)])
+            shards = epoch_order(len(lengths), self.seed, epoch)
+            parts = [np.arange(starts[k], starts[k + 1], dtype=np.int64) for k in shards]
+            return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
         return epoch_order(
             self.num_samples,
             self.seed,
@@ -150,6 +170,18 @@ class EpochPlan:
         """The samples this rank reads in ``epoch``, in order: its contiguous block of the
         permutation, padded by repeating the permutation from its start (or cut short with
         ``drop_last``) so that every rank reads :attr:`per_rank` samples."""
+        if self.shuffle_mode == "shard":
+            return _packread.shard_order(
+                list(self.shard_lengths or ()),
+                self.seed,
+                epoch & _U64,
+                self.batch_size,
+                self.rank,
+                self.world_size,
+                self.workers,
+                self.drop_last,
+                self.shard_window,
+            )
         per_rank = self.per_rank
         order = self.order(epoch)
         total = per_rank * self.world_size
@@ -183,6 +215,7 @@ class EpochPlan:
         """A ``PackDataset.state_dict``: ``(seed, epoch, batches seen)`` and the settings the
         order depends on."""
         chunked = self.shuffle_mode == "chunk"
+        sharded = self.shuffle_mode == "shard"
         return {
             "format": STATE_FORMAT,
             "seed": self.seed,
@@ -196,6 +229,10 @@ class EpochPlan:
             # Only chunk mode's order depends on the chunking.
             "samples_per_chunk": self.samples_per_chunk if chunked else None,
             "chunk_window": self.chunk_window if chunked else None,
+            # Shard mode's order depends on the shards, the window and the workers.
+            "shard_lengths": list(self.shard_lengths or ()) if sharded else None,
+            "shard_window": self.shard_window if sharded else None,
+            "shard_workers": self.workers if sharded else None,
         }
 
     def mismatches(self, state: dict[str, Any]) -> list[str]:
@@ -203,7 +240,8 @@ class EpochPlan:
         ``"name=saved (now current)"`` (empty when the saved order applies here). The seed,
         the epoch and the position are free: a state brings its own."""
         mine = self.state(0, 0)
-        free = ("format", "seed", "epoch", "batches_seen")
+        # The workers of shard mode are checked when the epoch is read (only then known).
+        free = ("format", "seed", "epoch", "batches_seen", "shard_workers")
         differ = [k for k in mine if k not in free and state.get(k) != mine[k]]
         return [f"{k}={state.get(k)!r} (now {mine[k]!r})" for k in differ]
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from . import _packread
 from ._common import Closable, Indices, PendingBatch, as_indices, check_num_threads, new_output
+from ._shards import is_shard_source, sharded
 from .errors import InvalidArgumentError, MissingKeyError, PackreadTypeError
 
 #: Decoded chunks kept between batches by default (chunks holding several samples).
@@ -199,6 +200,10 @@ class HDF5Reader(Closable):
     lock. ``cache_bytes`` bounds the decoded chunks kept for the next batch (0 disables);
     ``num_threads`` gives this reader a pool of its own. Pickles by path.
 
+    ``src`` may also be a list or a glob pattern of files (``"train_*.h5"``, sorted): they
+    open as one :class:`~packread.ShardedReader` of their concatenated samples, which also
+    takes ``shard_index=`` and ``max_open_shards=``.
+
     ``src`` may also be the bytes of a whole file (any bytes-like object; copied once), and
     ``in_memory=True`` reads the file at ``src`` whole into memory: either way libhdf5 and
     every batch then read from memory (like PyTables' ``driver="H5FD_CORE"``).
@@ -212,6 +217,14 @@ class HDF5Reader(Closable):
     >>> batch["images"].shape, batch["labels"].tolist()
     ((3, 3, 32, 32), [3, 17, 42])
     """
+
+    def __new__(cls, src: Any = None, *args: Any, **kwargs: Any) -> Any:
+        """A list or glob of files opens as one :class:`~packread.ShardedReader`."""
+        if is_shard_source(src):
+            if args:
+                kwargs["datasets"] = args[0]
+            return sharded("hdf5", src, kwargs)
+        return super().__new__(cls)
 
     def __init__(
         self,

@@ -19,6 +19,7 @@ from ._common import Indices, PendingBatch, as_indices, check_num_threads
 from ._hdf5 import HDF5Reader
 from ._open import HDF5_SUFFIXES, sniff
 from ._reader import ArrayReader, Out
+from ._shards import is_shard_source, sharded
 from .errors import InvalidArgumentError, MissingKeyError
 
 #: Largest ``width * height`` an image may declare (PIL's ``MAX_IMAGE_PIXELS``).
@@ -157,6 +158,10 @@ class ImageReader(ArrayReader):
       (opaque ``np.void``, uint8; padding after the image is ignored), labelled by the integer
       dataset ``labels`` names.
 
+    A list or glob pattern of ZIP archives or HDF5 files (sorted) opens as one
+    :class:`~packread.ShardedReader` (``shard_index=``, ``max_open_shards=``): every shard
+    must have the same classes; each draws its random crops from a seed of its own.
+
     Each sample is ``size`` (``S`` or ``(H, W)``) in ``mode`` (``"RGB"``, ``"L"``,
     ``"RGBA"``), laid out ``"NHWC"`` or ``"NCHW"``, uint8 (or float32/float16 with
     ``normalize=(mean, std)`` or ``(mean, std, "float16")``: ``(x / 255 - mean) / std``):
@@ -189,6 +194,13 @@ class ImageReader(ArrayReader):
     """
 
     _single = True
+
+    def __new__(cls, source: Any = None, **kwargs: Any) -> Any:
+        """A list or glob of archives or HDF5 files opens as one
+        :class:`~packread.ShardedReader`."""
+        if is_shard_source(source):
+            return sharded("images", source, kwargs)
+        return super().__new__(cls)
 
     def __init__(
         self,

@@ -44,6 +44,8 @@ IMAGE_OPTIONS = frozenset(
 def opens_images(source: Any, options: dict[str, Any]) -> bool:
     """Whether :func:`open_reader` opens ``source`` as an :class:`~packread.ImageReader`: a
     path given with an image option, or an ``ImageFolder`` tree."""
+    if isinstance(source, (list, tuple)):
+        return bool(IMAGE_OPTIONS.intersection(options))
     if not isinstance(source, (str, os.PathLike)):
         return False
     return bool(IMAGE_OPTIONS.intersection(options)) or _is_image_tree(os.fspath(source))
@@ -62,7 +64,8 @@ def _is_image_tree(path: str) -> bool:
 def open_reader(source: Source, datasets: Any = None, **options: Any) -> BatchReader:
     """The packread reader for ``source``: an ``.h5``/``.hdf5`` file (``datasets``: dataset
     paths), a ``.zip`` archive (``datasets``: the members, a pattern or a list), a folder, glob
-    pattern or list of ``.npy`` files, or of ``.npz`` files (``datasets``: the keys). A reader
+    pattern or list of ``.npy`` files, or of ``.npz`` files (``datasets``: the keys). A glob or
+    list of HDF5 files or ZIP archives opens as one :class:`~packread.ShardedReader`. A reader
     (anything with ``__len__``, ``shape``, ``dtype`` and ``batch``) is returned as it is.
     A file with another suffix is recognised by its first bytes. Encoded images open as an
     :class:`~packread.ImageReader`: an ``ImageFolder`` tree, or any path given with an image
@@ -88,11 +91,12 @@ def open_reader(source: Source, datasets: Any = None, **options: Any) -> BatchRe
     if opens_images(source, options):
         from ._image import ImageReader
 
-        path = os.fspath(source)  # type: ignore[arg-type]
         if datasets is not None:
+            first = source[0] if isinstance(source, (list, tuple)) else source
+            path = os.fspath(first)  # type: ignore[arg-type]
             is_hdf5 = path.lower().endswith(HDF5_SUFFIXES) or sniff(path) == "hdf5"
             options["dataset" if is_hdf5 else "members"] = datasets
-        return ImageReader(path, **options)
+        return ImageReader(source, **options)  # type: ignore[arg-type]
     kind, target = source_kind(source)
     if kind == "hdf5":
         return HDF5Reader(target, datasets, **options)
@@ -110,8 +114,9 @@ def open_reader(source: Source, datasets: Any = None, **options: Any) -> BatchRe
 
 
 def source_kind(source: Any) -> tuple[str, Any]:
-    """``("hdf5" | "zip" | "npz" | "npy", what the reader opens)``: a path for HDF5 and ZIP, a
-    folder or a list of files for NPY and NPZ."""
+    """``("hdf5" | "zip" | "npz" | "npy", what the reader opens)``: a path, glob or list of
+    files for HDF5 and ZIP (several open as shards), a folder or a list of files for NPY and
+    NPZ."""
     if isinstance(source, (list, tuple)):
         files = [os.fspath(p) for p in source]
         if not files:
@@ -121,8 +126,13 @@ def source_kind(source: Any) -> tuple[str, Any]:
             return "npz", files
         if suffixes == {".npy"}:
             return "npy", files
+        if suffixes and all(x in HDF5_SUFFIXES for x in suffixes):
+            return "hdf5", files
+        if suffixes == {".zip"}:
+            return "zip", files
         raise InvalidArgumentError(
-            f"a list source must hold only .npy or only .npz files, not {sorted(suffixes)}"
+            "a list source must hold files of one format (.npy, .npz, .h5/.hdf5 or .zip), "
+            f"not {sorted(suffixes)}"
         )
     path = os.fspath(source)
     if os.path.isdir(path):

@@ -1,5 +1,6 @@
 # Type stubs for the compiled extension; checked against it by `mypy.stubtest` in `make lint`.
 import os
+from collections.abc import Callable, Sequence
 from typing import Any, final
 
 import numpy as np
@@ -16,6 +17,7 @@ __all__ = [
     "PendingRead",
     "RaggedResult",
     "Reader",
+    "ShardSet",
     "SizedResult",
     "ZipArchive",
     "__version__",
@@ -29,6 +31,7 @@ __all__ = [
     "open_npz",
     "parse_npy_buffer",
     "set_num_threads",
+    "shard_order",
 ]
 __version__: str
 DEFAULT_MAX_HEADER_SIZE: int
@@ -42,6 +45,32 @@ def get_num_threads() -> int: ...
 def epoch_order(
     n: int, seed: int, epoch: int, chunk: int = ..., window: int = ...
 ) -> NDArray[np.int64]: ...
+def shard_order(
+    lengths: Sequence[int],
+    seed: int,
+    epoch: int,
+    batch: int,
+    rank: int,
+    world: int,
+    workers: int,
+    drop_last: bool,
+    window: int,
+) -> NDArray[np.int64]: ...
+@final
+class ShardSet:
+    def __new__(
+        cls,
+        names: Sequence[str],
+        lengths: Sequence[int],
+        arrays: Sequence[tuple[str, np.dtype[Any], Sequence[int]]],
+        opener: Callable[[int], Reader],
+        max_open: int,
+        opened: Sequence[tuple[int, Reader]],
+        num_threads: int | None = ...,
+    ) -> ShardSet: ...
+    def __len__(self) -> int: ...
+    def open_count(self) -> int: ...
+    def reader(self) -> Reader: ...
 
 @final
 class PendingRead:

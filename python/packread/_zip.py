@@ -23,6 +23,7 @@ from ._common import (
 )
 from ._npy import DEFAULT_MAX_HEADER_SIZE, BytesLike
 from ._reader import ArrayReader, deprecated_sample_keys
+from ._shards import is_shard_source, sharded
 from .errors import (
     InconsistentError,
     IndexOutOfRangeError,
@@ -59,6 +60,10 @@ class ZipReader(Closable):
     reader can be shared by threads and used in forked ``DataLoader`` workers. It pickles by
     path. Every member read is checked against its CRC-32 unless ``verify_crc=False``.
 
+    A list or glob pattern of archives (``"part*.zip"``, sorted) opens as one
+    :class:`~packread.ShardedReader` of their members (``shard_index=``,
+    ``max_open_shards=``); each archive's selection is made by the same options.
+
     ``members`` selects the samples: ``None`` (every member, in archive order), a glob pattern
     such as ``"*.raw"``, or a list of names. Positions, ``keys()``, ``len`` and ``in`` all refer
     to the selection. ``.npy`` members are parsed as NPY (shape and dtype from their headers);
@@ -73,6 +78,12 @@ class ZipReader(Closable):
 
     #: Each member is read on its own: no sample is decoded together with another.
     samples_per_chunk = 1
+
+    def __new__(cls, path: Any = None, **kwargs: Any) -> Any:
+        """A list or glob of archives opens as one :class:`~packread.ShardedReader`."""
+        if is_shard_source(path):
+            return sharded("zip", path, kwargs)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -313,18 +324,31 @@ class ZipReader(Closable):
             raise InvalidArgumentError(f"out= has shape {got}, expected {(len(at), *sample)}")
         elif out.dtype != item:
             raise InvalidArgumentError(f"out= has dtype {out.dtype}, expected {item}")
-        # One batch reader per kind of sample: `.npy` members are checked against the header
-        # of the member that made the reader, which holds this dtype and shape too.
+        reader = self._reader_for(is_npy, item, sample, int(at[0]) if len(at) else 0)
+        return PendingBatch(reader.read_into(ks, [0], [out]), out)
+
+    def _reader_for(
+        self, is_npy: bool, item: np.dtype[Any], sample: tuple[int, ...], reference: int
+    ) -> Any:
+        """The batch reader of the selection as samples of this kind. One per kind: `.npy`
+        members are checked against the header of the member that made the reader, which
+        holds this dtype and shape too."""
         key = ("npy" if is_npy else "raw", item, sample)
         reader = self._readers.get(key)
         if reader is None:
             selection = self._archive_positions.tolist()
             if is_npy:
-                reader = self._inner.samples(selection, reference=int(at[0]) if len(at) else 0)
+                reader = self._inner.samples(selection, reference=reference)
             else:
                 reader = self._inner.samples(selection, item, list(sample))
             self._readers[key] = reader
-        return PendingBatch(reader.read_into(ks, [0], [out]), out)
+        return reader
+
+    def _sample_reader(self) -> Any:
+        """The batch reader of the selection as the reader's own samples (a shard's)."""
+        is_npy, item, sample = self._sample_type()
+        first = int(self._archive_positions[0]) if len(self._archive_positions) else 0
+        return self._reader_for(is_npy, item, sample, first)
 
     def __getitem__(self, member: str | int) -> np.ndarray:
         return self.batch([member])[0]  # type: ignore[list-item]

@@ -12,8 +12,10 @@
 //! implementation of [`Source`]. README "Adding a format" walks through it.
 
 mod exec;
+mod parts;
 pub mod pending;
 pub mod pool;
+pub mod shards;
 pub mod source;
 pub mod tiling;
 
@@ -23,6 +25,7 @@ use crate::codec::Faults;
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 pub use exec::{Dest, Extent, Piece};
+pub use parts::Part;
 pub use pool::Work;
 pub use source::Source;
 
@@ -231,6 +234,13 @@ pub trait Index: Send + Sync {
     /// Keeps decoded bytes a [`Scratch`] buffer received (a chunk cache), under `key`.
     fn keep(&self, _key: Tag, _bytes: Arc<[u8]>) {}
 
+    /// The indexes a batch's rows are read from: `None` for this one, every row in place
+    /// (every format); a sharded index gives each shard the rows touch, opened if need be,
+    /// with its rows and their places in the batch ([`read_split`] plans and runs them).
+    fn split(&self, _rows: &Rows) -> Result<Option<Vec<Part>>> {
+        Ok(None)
+    }
+
     /// Fills output `out` (of rows `rows`) as a [`Plan::deferred`] entry tagged `tag` asked.
     fn fill(&self, _rows: &Rows, _tag: Tag, _out: &mut [u8]) -> Result<()> {
         Err(Error::new(
@@ -279,7 +289,10 @@ pub fn read_batch(
     arrays: &[usize],
     outs: &mut [&mut [u8]],
 ) -> Result<()> {
-    pool::install_with(index.threads(), || read_on_pool(index, rows, arrays, outs))
+    pool::install_with(index.threads(), || {
+        let split = index.split(rows)?;
+        read_split(index, rows, split, arrays, outs)
+    })
 }
 
 /// [`read_batch`] for raw indices (negatives count from the end), resolved here.
@@ -293,29 +306,129 @@ pub fn read(
     read_batch(index, &rows, arrays, outs)
 }
 
-fn read_on_pool(
+/// One index's plan for its rows of a batch, and where those rows land (`None`: in place).
+struct Planned<'a> {
+    index: &'a dyn Index,
+    rows: &'a Rows,
+    at: Option<&'a [usize]>,
+    plan: Plan,
+}
+
+/// Reads a batch that [`Index::split`] has split (or not: `None`) into `outs`, on the pool
+/// the caller runs on. The binding splits on the caller's thread, where opening a shard may
+/// need it, and runs this on the pool.
+pub fn read_split(
     index: &dyn Index,
     rows: &Rows,
+    split: Option<Vec<Part>>,
     arrays: &[usize],
     outs: &mut [&mut [u8]],
 ) -> Result<()> {
     check_outputs(index, rows.len(), arrays, outs)?;
-    let mut plan = Plan::default();
-    index.plan(rows, arrays, &mut plan)?;
-    let Plan {
-        mut extents,
-        tags,
-        scratch,
-        copies,
-        deferred,
-        staged,
-    } = plan;
+    let Some(parts) = split else {
+        let mut plan = Plan::default();
+        index.plan(rows, arrays, &mut plan)?;
+        let planned = Planned {
+            index,
+            rows,
+            at: None,
+            plan,
+        };
+        return run_plans(vec![planned], arrays, outs);
+    };
+    let mut planned = Vec::with_capacity(parts.len());
+    for part in &parts {
+        check_parts_agree(index, &*part.index, arrays)?;
+        let mut plan = Plan::default();
+        part.index.plan(&part.rows, arrays, &mut plan)?;
+        planned.push(Planned {
+            index: &*part.index,
+            rows: &part.rows,
+            at: Some(&part.at),
+            plan,
+        });
+    }
+    run_plans(planned, arrays, outs)
+}
+
+/// A part must hold the arrays of the index it is part of, sample for sample the same size:
+/// its writes are moved by that size.
+fn check_parts_agree(whole: &dyn Index, part: &dyn Index, arrays: &[usize]) -> Result<()> {
+    for &a in arrays {
+        let (w, p) = (whole.arrays().get(a), part.arrays().get(a));
+        if w.map(ArraySpec::sample_bytes) != p.map(ArraySpec::sample_bytes) {
+            return Err(Error::new(
+                ErrorKind::Internal,
+                part.location(),
+                format!("array {a} of this part differs from the whole's ({w:?}, {p:?})"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Runs the plans of a batch's parts as one: each part's extents, copies and scratch buffers
+/// moved to its rows' places (parts in place are left as planned), its files renumbered when
+/// there are several sources, everything executed together, then each part's index keeps
+/// and fills its own.
+fn run_plans(
+    mut planned: Vec<Planned<'_>>,
+    arrays: &[usize],
+    outs: &mut [&mut [u8]],
+) -> Result<()> {
+    let Some(first) = planned.first() else {
+        return Ok(());
+    };
+    let faults = first.index.faults();
+    let row_bytes: Vec<usize> = arrays
+        .iter()
+        .map(|&a| first.index.arrays()[a].sample_bytes())
+        .collect();
+    let merged = planned.iter().any(|p| p.at.is_some());
+    let mut extents = Vec::new();
+    let mut owners: Vec<(usize, Tag)> = Vec::new();
+    let mut scratch: Vec<(usize, Scratch)> = Vec::new();
+    let mut copies: Vec<Copy> = Vec::new();
+    let mut deferred: Vec<(usize, usize, Tag)> = Vec::new();
+    let mut files = parts::PartFiles::default();
+    let staged: Vec<Option<Arc<[u8]>>> = planned.iter_mut().map(|p| p.plan.staged.take()).collect();
+    for (p, part) in planned.iter_mut().enumerate() {
+        let plan = std::mem::take(&mut part.plan);
+        let base = extents.len();
+        let writes_scratch: std::collections::HashSet<usize> =
+            plan.scratch.iter().map(|s| s.extent).collect();
+        for (i, e) in plan.extents.into_iter().enumerate() {
+            extents.push(match part.at {
+                None => e,
+                Some(at) => {
+                    let file =
+                        files.number(p, e.file, part.index.source(), staged[p].as_deref())?;
+                    parts::place_extent(e, file, &row_bytes, at, writes_scratch.contains(&i))?
+                }
+            });
+        }
+        owners.extend(plan.tags.into_iter().map(|t| (p, t)));
+        for mut s in plan.scratch {
+            s.extent += base;
+            if let Some(at) = part.at {
+                s.pieces = parts::place_pieces(s.pieces, row_bytes[s.slot], at)?;
+            }
+            scratch.push((p, s));
+        }
+        for mut c in plan.copies {
+            if let Some(at) = part.at {
+                c.pieces = parts::place_pieces(c.pieces, row_bytes[c.slot], at)?;
+            }
+            copies.push(c);
+        }
+        deferred.extend(plan.deferred.into_iter().map(|(slot, tag)| (p, slot, tag)));
+    }
     // Scratch buffers are allocated as the index keeps them (one allocation, no copy after).
     let mut buffers: Vec<Arc<[u8]>> = scratch
         .iter()
-        .map(|s| std::iter::repeat_n(0u8, s.len).collect())
+        .map(|(_, s)| std::iter::repeat_n(0u8, s.len).collect())
         .collect();
-    for (k, s) in scratch.iter().enumerate() {
+    for (k, (_, s)) in scratch.iter().enumerate() {
         extents[s.extent].out = (outs.len() + k) as u32;
     }
     {
@@ -326,15 +439,21 @@ fn read_on_pool(
             })?);
         }
         let with_staged;
-        let source: &dyn Source = match &staged {
-            Some(bytes) => {
-                with_staged = WithStaged::new(index.source(), bytes);
-                &with_staged
+        let source: &dyn Source = if merged {
+            &files
+        } else {
+            match &staged[0] {
+                Some(bytes) => {
+                    with_staged = WithStaged::new(first_source(&planned), bytes);
+                    &with_staged
+                }
+                None => first_source(&planned),
             }
-            None => index.source(),
         };
-        exec::execute(source, &extents, &mut all, index.faults())
-            .map_err(|f| index.locate(tags[f.extent], f.error))?;
+        exec::execute(source, &extents, &mut all, faults).map_err(|f| {
+            let (p, tag) = owners[f.extent];
+            planned[p].index.locate(tag, f.error)
+        })?;
     }
     // Already-decoded bytes and the scratch buffers' pieces, output by output.
     let mut by_slot: std::collections::BTreeMap<usize, Vec<exec::ScatterFrom<'_>>> =
@@ -345,17 +464,49 @@ fn read_on_pool(
             .or_default()
             .push((&c.bytes, &c.pieces));
     }
-    for (s, b) in scratch.iter().zip(&buffers) {
+    for ((_, s), b) in scratch.iter().zip(&buffers) {
         by_slot.entry(s.slot).or_default().push((b, &s.pieces));
     }
     for (slot, from) in by_slot {
         exec::scatter(&from, outs[slot])?;
     }
-    for (s, b) in scratch.into_iter().zip(buffers) {
-        index.keep(s.key, b);
+    for ((p, s), b) in scratch.into_iter().zip(buffers) {
+        planned[p].index.keep(s.key, b);
     }
-    for (slot, tag) in deferred {
-        index.fill(rows, tag, outs[slot])?;
+    for (p, slot, tag) in deferred {
+        let part = &planned[p];
+        match part.at {
+            None => part.index.fill(part.rows, tag, outs[slot])?,
+            Some(at) => fill_placed(part.index, part.rows, at, tag, row_bytes[slot], outs[slot])?,
+        }
+    }
+    Ok(())
+}
+
+fn first_source<'a>(planned: &[Planned<'a>]) -> &'a dyn Source {
+    planned[0].index.source()
+}
+
+/// A part's deferred fill: its rows gathered from their places in the batch, filled by its
+/// index (which may read what the executor wrote, as stand-ins for images that did not
+/// decode), and put back.
+fn fill_placed(
+    index: &dyn Index,
+    rows: &Rows,
+    at: &[usize],
+    tag: Tag,
+    row_bytes: usize,
+    out: &mut [u8],
+) -> Result<()> {
+    let mut mine = vec![0u8; rows.len() * row_bytes];
+    for (j, &r) in at.iter().enumerate() {
+        mine[j * row_bytes..(j + 1) * row_bytes]
+            .copy_from_slice(&out[r * row_bytes..(r + 1) * row_bytes]);
+    }
+    index.fill(rows, tag, &mut mine)?;
+    for (j, &r) in at.iter().enumerate() {
+        out[r * row_bytes..(r + 1) * row_bytes]
+            .copy_from_slice(&mine[j * row_bytes..(j + 1) * row_bytes]);
     }
     Ok(())
 }

@@ -10,6 +10,7 @@ mod npy;
 mod order;
 mod pending;
 mod reader;
+mod shards;
 mod zip;
 
 use pyo3::prelude::*;
@@ -40,6 +41,7 @@ fn _packread(m: &Bound<'_, PyModule>) -> PyResult<()> {
     pending::register(m)?;
     reader::register(m)?;
     order::register(m)?;
+    shards::register(m)?;
     Ok(())
 }
 

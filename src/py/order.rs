@@ -1,13 +1,14 @@
-//! Binding for the epoch order: `epoch_order`.
+//! Bindings for the epoch order: `epoch_order`, and `shard_order` for `"shard"` mode.
 
 use numpy::PyArray1;
 use pyo3::prelude::*;
 
 use super::errors::invalid_argument;
-use crate::order::{chunk_order, sample_order};
+use crate::order::{chunk_order, sample_order, shard_order as order_of_shards, ShardLayout};
 
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(epoch_order, m)?)?;
+    m.add_function(wrap_pyfunction!(shard_order, m)?)?;
     Ok(())
 }
 
@@ -36,5 +37,37 @@ fn epoch_order<'py>(
         }
         out
     });
+    Ok(PyArray1::from_vec(py, order))
+}
+
+/// The samples one rank reads in an epoch in `"shard"` mode, in batch order (see
+/// `crate::order::shard_order`); a `ValueError` when there are too few shards.
+#[pyfunction]
+#[pyo3(signature = (lengths, seed, epoch, batch, rank, world, workers, drop_last, window))]
+#[allow(clippy::too_many_arguments)] // one per setting of the Python plan
+fn shard_order<'py>(
+    py: Python<'py>,
+    lengths: Vec<usize>,
+    seed: u64,
+    epoch: u64,
+    batch: usize,
+    rank: usize,
+    world: usize,
+    workers: usize,
+    drop_last: bool,
+    window: usize,
+) -> PyResult<Bound<'py, PyArray1<i64>>> {
+    let layout = ShardLayout {
+        lengths: &lengths,
+        batch,
+        rank,
+        world,
+        workers,
+        drop_last,
+        window,
+    };
+    let order = py
+        .detach(|| order_of_shards(&layout, seed, epoch))
+        .map_err(|e| invalid_argument(py, e))?;
     Ok(PyArray1::from_vec(py, order))
 }

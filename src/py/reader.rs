@@ -13,7 +13,7 @@ use super::array::{batch_shape, numpy_dtype, output, Outputs, RawOut};
 use super::detached::Detached;
 use super::errors::{invalid_argument, IntoPyResult};
 use super::pending::{submit, PendingRead};
-use crate::batch::{read_batch, Index, Rows};
+use crate::batch::{pool, read_split, Index, Rows};
 
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Reader>()
@@ -47,6 +47,11 @@ impl Reader {
             index: Detached::new(index),
             dtypes,
         })
+    }
+
+    /// The index read.
+    pub fn index(&self) -> Arc<dyn Index> {
+        Arc::clone(&self.index)
     }
 }
 
@@ -117,11 +122,16 @@ impl Reader {
         let outputs = Outputs::disjoint(raws).py_err(py)?;
         let index = Arc::clone(&self.index);
         let work = index.work(rows.len(), &arrays);
+        // Split here, on the caller's thread: a sharded index may open a shard, which calls
+        // back into Python; the pool never does.
+        let split = index.split(&rows).py_err(py)?;
         let keep = outs.into_iter().map(Bound::unbind).collect();
         Ok(submit(py, index.threads(), work, keep, move || {
             // SAFETY: `keep` holds the output arrays until the job ends.
             let mut slices = unsafe { outputs.into_slices() };
-            read_batch(&*index, &rows, &arrays, &mut slices)
+            pool::install_with(index.threads(), || {
+                read_split(&*index, &rows, split, &arrays, &mut slices)
+            })
         }))
     }
 }

@@ -42,7 +42,9 @@ class PackDataset(IterableDataset):
       every rank. ``"sample"`` is uniform; ``"chunk"`` shuffles whole chunks (HDF5 chunks
       holding several samples), then the samples within windows of ``chunk_window`` chunks
       (default: as many as the reader's chunk cache holds), so each chunk is decoded once per
-      epoch (per worker process); ``"none"`` keeps file order.
+      epoch (per worker process); ``"none"`` keeps file order. ``"shard"`` (a reader of
+      several files) deals whole shards to ranks and then workers, so that each worker reads
+      ``shard_window`` files at a time (see the module docstring).
     - ``set_epoch(e)`` picks the epoch; without it each new iteration is the next epoch.
     - ``rank``/``world_size``: taken from ``torch.distributed`` when it is initialised, else
       from these arguments, else one rank. See the module docstring for how an epoch is cut;
@@ -83,6 +85,7 @@ class PackDataset(IterableDataset):
         rank: int | None = None,
         world_size: int | None = None,
         chunk_window: int | None = None,
+        shard_window: int = 4,
         **reader_options: Any,
     ) -> None:
         super().__init__()
@@ -115,8 +118,15 @@ class PackDataset(IterableDataset):
             if chunk_window is not None
             else default_window(reader, self.samples_per_chunk)
         )
+        self.shard_window = check_int("shard_window", shard_window, 1)
+        lengths = getattr(reader, "shard_lengths", None)
+        self.shard_lengths: tuple[int, ...] | None = None if lengths is None else tuple(lengths)
+        #: The workers a loaded state's epoch was dealt to (``"shard"`` mode checks them).
+        self._saved_workers: int | None = None
         self._ranks: tuple[int, int] | None = None
-        self._sharding()
+        rank, world = self._sharding()
+        if self.shuffle_mode == "shard":
+            self._plan().rank_indices(0)  # too few shards for the ranks: said now
         self._clock = _EpochClock()
         self._cursor: Cursor | None = None
         self._resume: dict[str, Any] | None = None
@@ -146,8 +156,9 @@ class PackDataset(IterableDataset):
             return self._explicit_rank
         return (0, 1)
 
-    def _plan(self) -> EpochPlan:
-        """This rank's epochs, as the settings are now."""
+    def _plan(self, workers: int = 1) -> EpochPlan:
+        """This rank's epochs, as the settings are now (``"shard"`` mode deals each epoch to
+        ``workers``)."""
         rank, world = self._sharding()
         return EpochPlan(
             num_samples=self.num_samples,
@@ -159,6 +170,9 @@ class PackDataset(IterableDataset):
             rank=rank,
             world_size=world,
             drop_last=self.drop_last,
+            shard_lengths=self.shard_lengths,
+            shard_window=self.shard_window,
+            workers=workers,
         )
 
     def __len__(self) -> int:
@@ -195,8 +209,12 @@ class PackDataset(IterableDataset):
         """
         self._clock.set_pending(check_int("epoch", epoch, 0), 0)
 
-    def _state(self, epoch: int, position: int) -> dict[str, Any]:
-        return self._plan().state(epoch, position)
+    def _state(self, epoch: int, position: int, workers: int | None = None) -> dict[str, Any]:
+        if workers is None:
+            # The workers the last iteration was dealt to (the clock records them).
+            gen = self._clock.peek().get("gen") if self.shuffle_mode == "shard" else None
+            workers = int(gen["workers"]) if gen is not None else 1
+        return self._plan(workers).state(epoch, position)
 
     def state_dict(self, batches_seen: int | None = None) -> dict[str, Any]:
         """``(seed, epoch, position)`` and the settings the order depends on.
@@ -219,7 +237,7 @@ class PackDataset(IterableDataset):
             if cursor is None:
                 epoch = self._resume["epoch"] if self._resume else 0
                 return {**self._state(epoch, 0), "worker": info.id, "num_workers": info.num_workers}
-            state = self._state(cursor.epoch, cursor.next)
+            state = self._state(cursor.epoch, cursor.next, cursor.step)
             state.update(worker=cursor.worker, num_workers=cursor.step, next_batch=cursor.next)
             return state
         record = self._clock.peek()
@@ -259,6 +277,8 @@ class PackDataset(IterableDataset):
                 + ", ".join(differ)
             )
         epoch, seen = int(state["epoch"]), int(state["batches_seen"])
+        if state.get("shard_workers") is not None:
+            self._saved_workers = int(state["shard_workers"])
         info = get_worker_info()
         if "worker" in state:
             if info is None:
@@ -298,7 +318,14 @@ class PackDataset(IterableDataset):
 
     def _iterate(self, cursor: Cursor, gen_id: int, to_shared: bool) -> Iterator[Any]:
         reader = self._slot.get()
-        plan = self._plan()
+        plan = self._plan(cursor.step)
+        saved, self._saved_workers = self._saved_workers, None
+        if plan.shuffle_mode == "shard" and saved is not None and saved != cursor.step:
+            raise InvalidArgumentError(
+                f"the state was saved reading shard mode with {saved} worker(s), and this "
+                f"loader has {cursor.step}: shard mode deals each epoch to the workers, so "
+                "resume with the same num_workers (1 for num_workers=0)"
+            )
         indices = plan.rank_indices(cursor.epoch)
         todo = plan.batches(indices, cursor.positions(plan.num_batches))
         in_flight: collections.deque[tuple[int, Any, Any]] = collections.deque()
