@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 export VIRTUAL_ENV := $(VENV_ABS)
 export PATH := $(VENV_ABS)/bin:$(PATH)
 
-.PHONY: all demo test rust-test py-test py-test-slow lint bench bench-images bench-jpeg bench-peers develop lock clean \
+.PHONY: all demo test rust-test py-test py-test-slow lint bench bench-images bench-shards bench-jpeg bench-peers develop lock clean \
 	wheel wheel-test docs \
 	fuzz fuzz-build fuzz-long fuzz-seeds fuzz-tools fuzz-files fuzz-files-long miri
 
@@ -82,6 +82,13 @@ docs: develop
 bench: develop bench-peers
 	$(PY) -m pytest benches -q --benchmark-only --benchmark-json=.bench/latest.json -p no:cacheprovider
 	$(PY) benches/report.py .bench/latest.json
+
+# The shard benchmarks alone (benches/test_bench_shards.py): 200 HDF5 shards against one file,
+# batches, warm epochs and cold-cache epochs (drops the page cache: run as root).
+bench-shards: develop
+	$(PY) -m pytest benches/test_bench_shards.py -q --benchmark-only \
+		--benchmark-json=.bench/shards.json -p no:cacheprovider
+	$(PY) benches/report.py .bench/shards.json
 
 # The encoded-image benchmarks alone (benches/test_bench_images.py); PACKREAD_BENCH_IMAGES=200
 # shrinks the workload (default 2,000 JPEGs).
