@@ -121,7 +121,7 @@ def _open_zip(path: str, k: int, options: dict[str, Any]) -> Opened:
 def _open_images(path: str, k: int, options: dict[str, Any]) -> Opened:
     from ._image import ImageReader
 
-    if options.get("size", 0) is None:
+    if options.get("size") is None:
         raise UnsupportedError(
             "size=None (images at their own sizes) cannot be read as shards yet; give size="
         )
@@ -156,6 +156,41 @@ def _spec(opened: Opened) -> list[tuple[str, np.dtype[Any], tuple[int, ...]]]:
 
 def _spec_text(spec: list[tuple[str, np.dtype[Any], tuple[int, ...]]]) -> str:
     return ", ".join(f"{n!r}: {d} {s}" for n, d, s in spec)
+
+
+def _check_shard(
+    paths: list[str], k: int, opened: Opened, spec: Any, agree: Any, first: int
+) -> None:
+    """Shard ``k`` must hold what shard ``first`` holds."""
+    mine = _spec(opened)
+    if mine != spec:
+        raise InconsistentError(
+            f"{paths[k]}: shard {k} holds {{{_spec_text(mine)}}}, but "
+            f"{paths[first]} holds {{{_spec_text(spec)}}}"
+        )
+    if opened.agree != agree:
+        raise InconsistentError(
+            f"{paths[k]}: shard {k} has classes {opened.agree}, but {paths[first]} has "
+            f"{agree}; its labels would mean other classes"
+        )
+
+
+class _Opener:
+    """Opens shard ``k`` for the extension when a batch first touches it, checked against the
+    first shard. It holds no reference to the reader: the extension keeps it, and a cycle
+    through it would keep a dropped reader's files open."""
+
+    def __init__(self, kind: str, paths: list[str], options: dict[str, Any], state: Any) -> None:
+        self.kind, self.paths, self.options = kind, paths, options
+        self.spec = [(n, _dtype(d), tuple(s)) for n, d, s in state["arrays"]]
+        agree = state.get("agree")
+        self.agree = None if agree is None else list(agree)
+        self.first = int(state.get("first", 0))
+
+    def __call__(self, k: int) -> Any:
+        opened = OPENERS[self.kind](self.paths[k], k, self.options)
+        _check_shard(self.paths, k, opened, self.spec, self.agree, self.first)
+        return opened.reader
 
 
 class ShardedReader(ArrayReader):
@@ -224,7 +259,7 @@ class ShardedReader(ArrayReader):
             paths,
             self._lengths,
             [(n, d, list(s)) for n, d, s in spec],
-            self._open,
+            _Opener(self.kind, paths, self._options, state),
             self._max_open,
             [(k, o.reader) for k, o in opened.items()],
             self._num_threads,
@@ -239,26 +274,8 @@ class ShardedReader(ArrayReader):
         return OPENERS[self.kind](self._paths[k], k, self._options)
 
     def _check(self, k: int, opened: Opened, spec: Any, agree: Any, first: int) -> None:
-        """Shard ``k`` must hold what shard ``first`` holds."""
-        mine = _spec(opened)
-        if mine != spec:
-            raise InconsistentError(
-                f"{self._paths[k]}: shard {k} holds {{{_spec_text(mine)}}}, but "
-                f"{self._paths[first]} holds {{{_spec_text(spec)}}}"
-            )
-        if opened.agree != agree:
-            raise InconsistentError(
-                f"{self._paths[k]}: shard {k} has classes {opened.agree}, but "
-                f"{self._paths[first]} has {agree}; its labels would mean other classes"
-            )
+        _check_shard(self._paths, k, opened, spec, agree, first)
 
-    def _open(self, k: int) -> Any:
-        """Opens shard ``k`` for the extension (when a batch first touches it)."""
-        opened = self._open_one(k)
-        agree = self._state.get("agree")
-        agree = None if agree is None else list(agree)
-        self._check(k, opened, self._expected, agree, int(self._state.get("first", 0)))
-        return opened.reader
 
     def _count(self, opened: dict[int, Opened]) -> dict[str, Any]:
         """Opens every shard once: their lengths, and the arrays they must agree on (those of
@@ -281,8 +298,9 @@ class ShardedReader(ArrayReader):
             labelled.append(one.labels)
             if len(opened) < self._max_open:
                 opened[k] = one
-        if first is None:
-            first, spec = one, _spec(one)
+        if first is None:  # every shard is empty: the first one's arrays
+            first = self._open_one(0)
+            spec = _spec(first)
         if any(lab is None for lab in labelled) and any(lab is not None for lab in labelled):
             raise InconsistentError(f"{self._paths[first_k]}: some shards have labels, some not")
         labels = None
@@ -301,11 +319,14 @@ class ShardedReader(ArrayReader):
 
     # -- the index file ------------------------------------------------------------------
 
-    def _key(self) -> dict[str, Any]:
+    def _key(self) -> dict[str, Any] | None:
         """What an index file must have been written for: the kind, options and files."""
         stamps = []
         for p in self._paths:
-            st = os.stat(p)
+            try:
+                st = os.stat(p)
+            except OSError:
+                return None  # a missing shard: counting opens it, and says so as packread does
             stamps.append([p, st.st_size, st.st_mtime_ns])
         return {
             "format": INDEX_FORMAT,
@@ -322,17 +343,19 @@ class ShardedReader(ArrayReader):
                 saved = json.load(f)
         except (OSError, ValueError):
             return None
-        if not isinstance(saved, dict) or saved.get("key") != _jsonable(self._key()):
+        key = self._key()
+        if key is None or not isinstance(saved, dict) or saved.get("key") != _jsonable(key):
             return None  # written for other files, other options, or files since changed
         state = saved.get("state")
         return state if isinstance(state, dict) else None
 
     def _write_index(self, state: dict[str, Any]) -> None:
-        if self._index_path is None:
+        key = self._key()
+        if self._index_path is None or key is None:
             return
         tmp = f"{self._index_path}.{os.getpid()}.tmp"
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"key": _jsonable(self._key()), "state": state}, f)
+            json.dump({"key": _jsonable(key), "state": state}, f)
         os.replace(tmp, self._index_path)
 
     # -- reading -------------------------------------------------------------------------
@@ -387,6 +410,13 @@ class ShardedReader(ArrayReader):
         read, arrays = self._start(idx, names, out, int(epoch))
         return PendingBatch(read, arrays[names[0]] if self._single else arrays)
 
+    def close(self) -> None:
+        """Closes every open shard; later calls raise ``ReaderClosedError`` (a batch already
+        started finishes first)."""
+        if not self.closed:
+            super().close()
+            self._set = self._reader  # the closed stand-in: the shards' files are released
+
     def _describe(self) -> str:
         n = len(self._paths)
         return self._paths[0] if n == 1 else f"{self._paths[0]} (and {n - 1} more shards)"
@@ -399,8 +429,8 @@ class ShardedReader(ArrayReader):
         )
 
     def __repr__(self) -> str:
-        if self.closed:
-            return f"<closed {type(self).__name__}>"
+        if "_set" not in self.__dict__ or self.closed:
+            return f"<{'closed ' if '_set' in self.__dict__ else 'unopened '}ShardedReader>"
         return (
             f"ShardedReader({self.kind!r}, {len(self._paths)} shards, {len(self)} samples, "
             f"keys={self.keys()})"
