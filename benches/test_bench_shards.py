@@ -109,7 +109,8 @@ def test_shards_batch(benchmark: Any, shard_set: dict[str, Any]) -> None:
     arrays = shard_set["arrays"]
     one = packread.HDF5Reader(shard_set["one"])
     shards = packread.HDF5Reader(shard_set["pattern"])
-    assert len(shards.shards) == N_SHARDS and len(shards) == N_SAMPLES
+    assert len(shards.shards) == N_SHARDS
+    assert len(shards) == N_SAMPLES
     seed_ds = SeedShardDataset(shard_set["paths"])
 
     def seed_load(idx: np.ndarray) -> dict[str, np.ndarray]:

@@ -8,8 +8,8 @@ from ._hdf5 import HDF5Dataset, HDF5Reader
 from ._image import ImageReader
 from ._npy import NpyReader, load_npy
 from ._open import open_reader
-from ._shards import Shard, ShardedReader
 from ._packread import __version__, get_num_threads, set_num_threads
+from ._shards import Shard, ShardedReader
 from ._zip import NpzReader, ZipMemberInfo, ZipReader, load_npz
 from .errors import (
     BadZipError,

@@ -56,6 +56,7 @@ def shard_order(
     drop_last: bool,
     window: int,
 ) -> NDArray[np.int64]: ...
+
 @final
 class ShardSet:
     def __new__(

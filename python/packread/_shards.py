@@ -276,7 +276,6 @@ class ShardedReader(ArrayReader):
     def _check(self, k: int, opened: Opened, spec: Any, agree: Any, first: int) -> None:
         _check_shard(self._paths, k, opened, spec, agree, first)
 
-
     def _count(self, opened: dict[int, Opened]) -> dict[str, Any]:
         """Opens every shard once: their lengths, and the arrays they must agree on (those of
         the first shard holding samples; an empty shard's do not matter)."""

@@ -124,7 +124,7 @@ class PackDataset(IterableDataset):
         #: The workers a loaded state's epoch was dealt to (``"shard"`` mode checks them).
         self._saved_workers: int | None = None
         self._ranks: tuple[int, int] | None = None
-        rank, world = self._sharding()
+        self._sharding()
         if self.shuffle_mode == "shard":
             self._plan().rank_indices(0)  # too few shards for the ranks: said now
         self._clock = _EpochClock()
