@@ -36,7 +36,11 @@ INDEX_FORMAT = 1
 
 
 class Shard(NamedTuple):
-    """One file of a :class:`ShardedReader`: its path and the global indices of its samples."""
+    """One file of a :class:`ShardedReader`: its path and the global indices of its samples.
+
+    >>> packread.HDF5Reader(["a.h5", "b.h5"], "x").shards[1]
+    Shard(path='b.h5', range=range(3, 8))
+    """
 
     path: str
     range: range
@@ -389,7 +393,11 @@ class ShardedReader(ArrayReader):
         return int(self._options.get("cache_bytes", DEFAULT_CACHE_BYTES))
 
     def keys(self) -> list[str]:
-        """The arrays every sample holds."""
+        """The arrays every sample holds.
+
+        >>> packread.HDF5Reader("train_*.h5").keys()
+        ['images', 'labels']
+        """
         return self._array_keys()
 
     def batch(self, idx: Indices, *, out: Out = None, epoch: int = 0) -> Any:
@@ -402,7 +410,11 @@ class ShardedReader(ArrayReader):
         return self.batch_async(idx, out=out, epoch=epoch).result()
 
     def batch_async(self, idx: Indices, *, out: Out = None, epoch: int = 0) -> PendingBatch[Any]:
-        """Like :meth:`batch`, but returns at once with the reads running on the pool."""
+        """Like :meth:`batch`, but returns at once with the reads running on the pool.
+
+        >>> packread.HDF5Reader(["a.h5", "b.h5"], "x").batch_async([0, 7]).result().shape
+        (2, 4)
+        """
         if epoch < 0:
             raise InvalidArgumentError(f"epoch must be >= 0, got {epoch}")
         names = self._array_keys()
@@ -411,7 +423,13 @@ class ShardedReader(ArrayReader):
 
     def close(self) -> None:
         """Closes every open shard; later calls raise ``ReaderClosedError`` (a batch already
-        started finishes first)."""
+        started finishes first).
+
+        >>> with packread.HDF5Reader("train_*.h5") as r:
+        ...     first = r.batch([0])
+        >>> r.closed
+        True
+        """
         if not self.closed:
             super().close()
             self._set = self._reader  # the closed stand-in: the shards' files are released

@@ -31,6 +31,10 @@ from packread._epoch import (
 )
 from packread.errors import InvalidArgumentError, PackreadTypeError
 
+#: The modes whose order does not depend on shards or workers (shard mode is tested in
+#: test_torch_shards.py and in src/order.rs).
+ROW_MODES = [m for m in SHUFFLE_MODES if m != "shard"]
+
 # (num_samples, batch_size, world_size): lengths that divide evenly, and lengths that do not.
 EVEN = [(24, 4, 1), (24, 4, 2), (24, 2, 3), (60, 5, 4), (12, 3, 4)]
 UNEVEN = [(37, 4, 1), (37, 4, 2), (37, 4, 3), (5, 2, 8), (100, 7, 3), (1, 1, 1), (10, 16, 3)]
@@ -248,7 +252,7 @@ def test_workers_take_every_kth_batch():
 
 @pytest.mark.parametrize(("n", "b", "world"), [(37, 4, 1), (37, 4, 2), (24, 2, 3), (10, 16, 3)])
 @pytest.mark.parametrize("drop_last", [False, True])
-@pytest.mark.parametrize("mode", SHUFFLE_MODES)
+@pytest.mark.parametrize("mode", ROW_MODES)
 def test_resume_at_every_batch_boundary_yields_the_rest(n, b, world, drop_last, mode):
     """A state saved after ``s`` batches (``PackDataset.state_dict(batches_seen=s)``) holds a
     position in the rank's epoch, not in one worker's share, so it resumes with any number of
