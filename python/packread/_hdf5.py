@@ -218,12 +218,10 @@ class HDF5Reader(Closable):
     ((3, 3, 32, 32), [3, 17, 42])
     """
 
-    def __new__(cls, src: Any = None, *args: Any, **kwargs: Any) -> Any:
+    def __new__(cls, src: Any = None, datasets: Any = None, **kwargs: Any) -> Any:
         """A list or glob of files opens as one :class:`~packread.ShardedReader`."""
         if is_shard_source(src):
-            if args:
-                kwargs["datasets"] = args[0]
-            return sharded("hdf5", src, kwargs)
+            return sharded("hdf5", src, {"datasets": datasets, **kwargs})
         return super().__new__(cls)
 
     def __init__(

@@ -374,6 +374,11 @@ class ShardedReader(ArrayReader):
         return [Shard(p, range(s[k], s[k + 1])) for k, p in enumerate(self._paths)]
 
     @property
+    def paths(self) -> list[str]:
+        """The shards' paths, in sample order."""
+        return list(self._paths)
+
+    @property
     def shard_lengths(self) -> list[int]:
         """Samples in each shard."""
         return list(self._lengths)

@@ -32,7 +32,17 @@ from support.zipcraft import patch_both
 TIMEOUT_S = 60
 HANG_TIMEOUT_S = 8
 
-CASES = ["npy", "zip_raw", "zip_npy", "npz", "h5", "h5_lzf", "h5_layouts"]
+CASES = [
+    "npy",
+    "zip_raw",
+    "zip_npy",
+    "npz",
+    "h5",
+    "h5_lzf",
+    "h5_layouts",
+    "h5_shards",
+    "zip_shards",
+]
 
 
 @pytest.fixture(scope="module")

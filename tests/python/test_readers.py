@@ -25,7 +25,7 @@ from packread.errors import (
 from support.formats import Case, same, write_all
 from support.helpers import in_child
 
-CASES = ["npy", "zip_raw", "zip_npy", "npz", "h5", "h5_lzf"]
+CASES = ["npy", "zip_raw", "zip_npy", "npz", "h5", "h5_lzf", "h5_shards", "zip_shards"]
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def test_protocol(case):
     r = case.open()
     assert isinstance(r, packread.BatchReader)
     assert len(r) == 37
-    multi = case.name in ("npz", "h5")
+    multi = case.name in ("npz", "h5", "h5_shards")
     assert isinstance(r.shape, dict) is multi
     assert isinstance(r.dtype, dict) is multi
     if multi:

@@ -24,7 +24,7 @@ from packread.torch import PackDataset, PackMapDataset, open_reader
 from support.formats import Case, N, same, write_all
 from support.torchdata import rank_main, times_two, write_ids
 
-FORMATS = ["npy", "zip_raw", "zip_npy", "npz", "h5", "h5_lzf"]
+FORMATS = ["npy", "zip_raw", "zip_npy", "npz", "h5", "h5_lzf", "h5_shards", "zip_shards"]
 
 
 @pytest.fixture(scope="module")

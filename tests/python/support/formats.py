@@ -21,6 +21,8 @@ import packread
 #: Samples per dataset: divisible by none of the batch sizes, worker or rank counts used.
 N = 37
 SHAPE = (2, 5, 7)
+#: How the HDF5 case's samples split into shards (one empty): sums to N.
+SHARD_SIZES = (1, 7, 0, 26, 3)
 
 
 @dataclass
@@ -172,6 +174,56 @@ def write_all(root: str) -> dict[str, Case]:
             return _stack([f["x"][i] for i in rows], np.empty((0, *SHAPE), "<f4"))
 
     cases["h5_lzf"] = Case("h5_lzf", lzf_path, datasets="x", reference=lzf_ref, samples_per_chunk=4)
+
+    # The same HDF5 samples as shards of unequal sizes, one of them empty (one reader over
+    # their concatenation, as writer processes leave them).
+    shard_paths = []
+    at = 0
+    for k, size in enumerate(SHARD_SIZES):
+        p = os.path.join(root, f"shard_{k}.h5")
+        with h5py.File(p, "w") as f:
+            chunked = {"chunks": (1, *SHAPE), "compression": "gzip", "shuffle": True}
+            f.create_dataset("images", data=h5_images[at : at + size], **(chunked if size else {}))
+            f.create_dataset("labels", data=h5_labels[at : at + size])
+        shard_paths.append(p)
+        at += size
+
+    def h5_shards_ref(rows: list[int], paths=shard_paths) -> dict[str, np.ndarray]:
+        parts: dict[str, list[np.ndarray]] = {"images": [], "labels": []}
+        for p in paths:  # h5py reads each shard; the shards concatenated
+            with h5py.File(p, "r") as f:
+                for k in parts:
+                    parts[k].append(f[k][()])
+        whole = {k: np.concatenate(v) for k, v in parts.items()}
+        return {k: _stack([v[i] for i in rows], v[:0]) for k, v in whole.items()}
+
+    cases["h5_shards"] = Case("h5_shards", shard_paths, reference=h5_shards_ref)
+
+    # The raw ZIP's members split over three archives.
+    zip_paths = []
+    at = 0
+    for k, size in enumerate((20, 0, 17)):
+        p = os.path.join(root, f"part{k}.zip")
+        with zipfile.ZipFile(p, "w", zipfile.ZIP_DEFLATED) as z:
+            for i in range(at, at + size):
+                z.writestr(names[i], raw[i].tobytes())
+        zip_paths.append(p)
+        at += size
+
+    def zip_shards_ref(rows: list[int], paths=zip_paths) -> np.ndarray:
+        members: list[bytes] = []
+        for p in paths:
+            with zipfile.ZipFile(p) as z:
+                members += [z.read(n) for n in sorted(z.namelist())]
+        arrays = [np.frombuffer(members[i], "<f4").reshape(SHAPE) for i in rows]
+        return _stack(arrays, np.empty((0, *SHAPE), "<f4"))
+
+    cases["zip_shards"] = Case(
+        "zip_shards",
+        os.path.join(root, "part*.zip"),
+        options={"dtype": "<f4", "shape": SHAPE},
+        reference=zip_shards_ref,
+    )
     return cases
 
 
