@@ -248,7 +248,6 @@ class ShardedReader(ArrayReader):
         self._state = state
         self._lengths: list[int] = list(state["lengths"])
         spec = [(n, _dtype(d), tuple(s)) for n, d, s in state["arrays"]]
-        self._expected = spec
         self._names_py: list[str] = [n for n, _, _ in spec]
         self._single = bool(state["single"])
         self.samples_per_chunk = int(state["samples_per_chunk"])

@@ -10,6 +10,8 @@ import sys
 import h5py
 import numpy as np
 
+from .torchdata import read_epochs
+
 
 def write_id_shards(folder: str, sizes, chunk: int = 4, prefix: str = "ids") -> list[str]:
     """One HDF5 file per entry of ``sizes``, ``folder/<prefix>_<k>.h5``, whose dataset ``id``
@@ -69,13 +71,7 @@ def shard_rank_main(
                 multiprocessing_context=run["context"],
                 persistent_workers=run["persistent"],
             )
-            epochs = []
-            for _ in range(options["epochs"]):
-                batches = [b.tolist() for b in loader]
-                # Every rank must have the same number of batches, or the other would wait here.
-                counts = [None] * world
-                dist.all_gather_object(counts, len(batches))
-                epochs.append({"batches": batches, "all_counts": counts})
+            epochs = read_epochs(loader, options["epochs"], world)
             runs.append({**run, "len": len(ds), "epochs": epochs})
         with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
             json.dump({"rank": rank, "runs": runs}, f)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import Any
 
 import h5py
 import numpy as np
@@ -28,6 +29,20 @@ def times_two(batch):
     return batch * 2
 
 
+def read_epochs(loader: Any, epochs: int, world: int) -> list[dict]:
+    """``epochs`` epochs of ``loader`` in one rank of a gloo group: the ids of each batch, and
+    every rank's batch count (gathered: a rank with fewer batches would make the other wait)."""
+    import torch.distributed as dist
+
+    out = []
+    for _ in range(epochs):
+        batches = [b.tolist() for b in loader]
+        counts = [None] * world
+        dist.all_gather_object(counts, len(batches))
+        out.append({"batches": batches, "all_counts": counts})
+    return out
+
+
 def rank_main(rank: int, world: int, port: int, path: str, out_dir: str, options: dict) -> None:
     """One rank of a 2-process gloo group: reads ``options["epochs"]`` epochs of ``path``
     through ``DataLoader(PackDataset(...), num_workers=2)`` and writes the ids it saw."""
@@ -48,13 +63,7 @@ def rank_main(rank: int, world: int, port: int, path: str, out_dir: str, options
             drop_last=options["drop_last"],
         )
         loader = DataLoader(ds, batch_size=None, num_workers=2)
-        epochs = []
-        for _ in range(options["epochs"]):
-            batches = [b.tolist() for b in loader]
-            # Every rank must have the same number of batches, or the other would wait here.
-            counts = [None] * world
-            dist.all_gather_object(counts, len(batches))
-            epochs.append({"batches": batches, "all_counts": counts})
+        epochs = read_epochs(loader, options["epochs"], world)
         result = {"len": len(ds), "rank": rank, "epochs": epochs}
         with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
             json.dump(result, f)
