@@ -146,6 +146,20 @@ pub struct Plan {
 /// The file number a plan's extents read its [`Plan::staged`] bytes by.
 pub const STAGED_FILE: u32 = u32::MAX;
 
+/// How staged bytes are named in messages.
+pub(crate) const STAGED_NAME: &str = "<staged bytes>";
+
+/// Reads staged bytes: a read past them is a planning error, not bad input (the index
+/// planned these very bytes).
+pub(crate) fn read_staged(staged: &[u8], offset: u64, buf: &mut [u8]) -> Result<()> {
+    source::MemorySource {
+        name: STAGED_NAME,
+        bytes: staged,
+    }
+    .read_at(0, offset, buf)
+    .map_err(|e| Error::new(ErrorKind::Internal, "", e.to_string()))
+}
+
 /// An index's source with a plan's staged bytes beside it, as file [`STAGED_FILE`].
 pub struct WithStaged<'a> {
     base: &'a dyn Source,
@@ -164,17 +178,12 @@ impl Source for WithStaged<'_> {
         if file != STAGED_FILE {
             return self.base.read_at(file, offset, buf);
         }
-        source::MemorySource {
-            name: "<staged bytes>",
-            bytes: self.staged,
-        }
-        .read_at(0, offset, buf)
-        .map_err(|e| Error::new(ErrorKind::Internal, "", e.to_string()))
+        read_staged(self.staged, offset, buf)
     }
 
     fn name(&self, file: u32) -> String {
         if file == STAGED_FILE {
-            "<staged bytes>".to_string()
+            STAGED_NAME.to_string()
         } else {
             self.base.name(file)
         }

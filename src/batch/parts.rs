@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::exec::{Dest, Extent, Piece};
-use super::source::{Coalesce, MemorySource, Source};
-use super::{Index, Rows, STAGED_FILE};
+use super::source::{Coalesce, Source};
+use super::{read_staged, Index, Rows, STAGED_FILE, STAGED_NAME};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Rows of one index read as part of a batch: a shard's rows, and where each lands.
@@ -161,12 +161,7 @@ impl Source for PartFiles<'_> {
     fn read_at(&self, file: u32, offset: u64, buf: &mut [u8]) -> Result<()> {
         match self.files.get(file as usize) {
             Some(File::Of(source, f)) => source.read_at(*f, offset, buf),
-            Some(File::Staged(bytes)) => MemorySource {
-                name: "<staged bytes>",
-                bytes,
-            }
-            .read_at(0, offset, buf)
-            .map_err(|e| Error::new(ErrorKind::Internal, "", e.to_string())),
+            Some(File::Staged(bytes)) => read_staged(bytes, offset, buf),
             None => Err(internal(format!("file {file} of a merged plan"))),
         }
     }
@@ -174,7 +169,7 @@ impl Source for PartFiles<'_> {
     fn name(&self, file: u32) -> String {
         match self.files.get(file as usize) {
             Some(File::Of(source, f)) => source.name(*f),
-            Some(File::Staged(_)) => "<staged bytes>".to_string(),
+            Some(File::Staged(_)) => STAGED_NAME.to_string(),
             None => format!("<file {file}>"),
         }
     }

@@ -5,16 +5,13 @@ reference readers, memory and descriptors over many epochs, and errors from work
 from __future__ import annotations
 
 import gc
-import json
 import os
-import socket
 import time
 
 import h5py
 import numpy as np
 import pytest
 import torch
-import torch.multiprocessing as tmp
 from torch.utils.data import DataLoader, DistributedSampler
 from torchdata.stateful_dataloader import StatefulDataLoader
 
@@ -22,7 +19,7 @@ import packread
 from packread.errors import HDF5Error, InvalidArgumentError, PackreadOSError, PackreadTypeError
 from packread.torch import PackDataset, PackMapDataset, open_reader
 from support.formats import Case, N, same, write_all
-from support.torchdata import rank_main, times_two, write_ids
+from support.torchdata import rank_main, run_gloo_ranks, times_two, write_ids
 
 FORMATS = ["npy", "zip_raw", "zip_npy", "npz", "h5", "h5_lzf", "h5_shards", "zip_shards"]
 
@@ -232,27 +229,10 @@ def test_length_matches_distributed_sampler(tmp_path, n, world, batch, drop_last
         assert len(ds) == want
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_two_ranks_two_workers_in_a_gloo_group(ids, tmp_path, drop_last):
     options = {"batch_size": 3, "seed": 9, "drop_last": drop_last, "epochs": 2}
-    ctx = tmp.get_context("spawn")
-    port = _free_port()
-    procs = [
-        ctx.Process(target=rank_main, args=(r, 2, port, ids, str(tmp_path), options))
-        for r in range(2)
-    ]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(180)
-    assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
-    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    ranks = run_gloo_ranks(rank_main, 2, str(tmp_path), ids, str(tmp_path), options)
     reference = PackDataset(ids, 3, datasets="id", seed=9, drop_last=drop_last)
     for epoch in range(2):
         per_rank = [r["epochs"][epoch]["batches"] for r in ranks]

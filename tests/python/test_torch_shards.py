@@ -6,14 +6,11 @@ gloo group, and sample mode over shards against one file holding the same sample
 from __future__ import annotations
 
 import collections
-import json
 import os
-import socket
 
 import h5py
 import numpy as np
 import pytest
-import torch.multiprocessing as tmp
 from torch.utils.data import DataLoader
 from torchdata.stateful_dataloader import StatefulDataLoader
 
@@ -21,6 +18,7 @@ import packread
 from packread.errors import InvalidArgumentError
 from packread.torch import PackDataset
 from support.shardranks import shard_rank_main, write_id_shards
+from support.torchdata import run_gloo_ranks
 
 #: Shard lengths: unequal, with an empty shard; 4 shards hold samples.
 SIZES = (1, 7, 0, 500, 3)
@@ -114,17 +112,7 @@ def test_shard_mode_deals_contiguous_runs_to_ranks_and_workers(shards, world, wo
     k = max(workers, 1)
     per_rank = []
     for rank in range(world):
-        ds = PackDataset(
-            shards,
-            BATCH,
-            datasets="id",
-            seed=2,
-            drop_last=drop_last,
-            shuffle_mode="shard",
-            shard_window=2,
-            rank=rank,
-            world_size=world,
-        )
+        ds = _shard_ds(shards, seed=2, drop_last=drop_last, rank=rank, world_size=world)
         got = epoch_ids(DataLoader(ds, batch_size=None, num_workers=workers))
         assert len(got) == len(ds)
         assert got == expected_batches(ds, 0, workers)
@@ -219,9 +207,10 @@ def test_too_few_shards_for_the_workers_raises_from_the_loader(tmp_path):
 # Shard mode: resume
 
 
-def _shard_ds(shards, seed=4) -> PackDataset:
+def _shard_ds(shards, seed=4, batch=BATCH, **kw) -> PackDataset:
+    """Shard mode over ``shards`` with a window of 2 (``kw``: ranks, ``drop_last``)."""
     return PackDataset(
-        shards, BATCH, datasets="id", seed=seed, shuffle_mode="shard", shard_window=2
+        shards, batch, datasets="id", seed=seed, shuffle_mode="shard", shard_window=2, **kw
     )
 
 
@@ -284,12 +273,6 @@ def test_shard_mode_resumes_with_a_stateful_dataloader(shards, workers):
 # A real gloo group
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_shard_mode_in_a_gloo_group_of_two_ranks_two_workers(shards, tmp_path):
     options = {
         "batch_size": 16,
@@ -304,18 +287,7 @@ def test_shard_mode_in_a_gloo_group_of_two_ranks_two_workers(shards, tmp_path):
         "workers": 2,
         "shard_window": 2,
     }
-    ctx = tmp.get_context("spawn")
-    port = _free_port()
-    procs = [
-        ctx.Process(target=shard_rank_main, args=(r, 2, port, shards, str(tmp_path), options))
-        for r in range(2)
-    ]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(180)
-    assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
-    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    ranks = run_gloo_ranks(shard_rank_main, 2, str(tmp_path), shards, str(tmp_path), options)
     for run, settings in enumerate(options["runs"]):
         drop_last = settings["drop_last"]
         runs = [ranks[r]["runs"][run] for r in range(2)]
@@ -326,16 +298,8 @@ def test_shard_mode_in_a_gloo_group_of_two_ranks_two_workers(shards, tmp_path):
             assert len(per_rank[0]) == len(per_rank[1]) == runs[0]["len"]
             assert runs[0]["epochs"][epoch]["all_counts"] == [runs[0]["len"]] * 2
             for rank in range(2):
-                reference = PackDataset(
-                    shards,
-                    16,
-                    datasets="id",
-                    seed=9,
-                    drop_last=drop_last,
-                    shuffle_mode="shard",
-                    shard_window=2,
-                    rank=rank,
-                    world_size=2,
+                reference = _shard_ds(
+                    shards, seed=9, batch=16, drop_last=drop_last, rank=rank, world_size=2
                 )
                 assert per_rank[rank] == expected_batches(reference, epoch, 2), (rank, epoch)
             seen = flat(per_rank[0]) + flat(per_rank[1])

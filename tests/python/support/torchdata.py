@@ -29,6 +29,32 @@ def times_two(batch):
     return batch * 2
 
 
+def run_gloo_ranks(target: Any, world: int, out_dir: str, *args: Any) -> list[dict]:
+    """Runs ``target(rank, world, port, *args, out_dir, ...)`` (``args`` end with what it
+    takes after the port) in ``world`` spawned processes forming a gloo group on a free
+    loopback port; each must exit 0 and leave ``rank{r}.json`` in ``out_dir``, returned
+    parsed, by rank."""
+    import socket
+
+    import torch.multiprocessing as tmp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = tmp.get_context("spawn")
+    procs = [ctx.Process(target=target, args=(r, world, port, *args)) for r in range(world)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(180)
+    assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+    ranks = []
+    for r in range(world):
+        with open(os.path.join(out_dir, f"rank{r}.json")) as f:
+            ranks.append(json.load(f))
+    return ranks
+
+
 def read_epochs(loader: Any, epochs: int, world: int) -> list[dict]:
     """``epochs`` epochs of ``loader`` in one rank of a gloo group: the ids of each batch, and
     every rank's batch count (gathered: a rank with fewer batches would make the other wait)."""
