@@ -23,6 +23,8 @@ $(STAMP): requirements/dev.in requirements/lock.txt
 	@command -v cargo >/dev/null || { echo "cargo (Rust) is required: https://rustup.rs" >&2; exit 1; }
 	@# libjpeg-turbo's SIMD kernels (built from source by turbojpeg-sys) are assembled by nasm.
 	@command -v nasm >/dev/null || { apt-get update -qq && apt-get install -y -qq nasm; }
+	@# nginx serves the HTTP read tests' files (tests/python/support/objstore.py).
+	@command -v nginx >/dev/null || { apt-get update -qq && apt-get install -y -qq nginx; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements/dev.in -c requirements/lock.txt
 	touch $@

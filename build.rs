@@ -91,6 +91,22 @@ fn main() {
     if n_avx2 > 0 {
         avx2.flag("-mavx2").compile("packread_blosc2_avx2");
     }
+    if std::env::var_os("CARGO_FEATURE_HDF5").is_some() {
+        remote_vfd();
+    }
+}
+
+/// The file driver libhdf5 reads remote files through (src/formats/hdf5/remote_vfd.c), built
+/// against the headers of the libhdf5 that hdf5-sys builds and links.
+fn remote_vfd() {
+    println!("cargo:rerun-if-changed=src/formats/hdf5/remote_vfd.c");
+    let include = std::env::var("DEP_HDF5_INCLUDE").expect("DEP_HDF5_INCLUDE is not set");
+    cc::Build::new()
+        .file("src/formats/hdf5/remote_vfd.c")
+        .include(include)
+        .warnings(true)
+        .opt_level(2)
+        .compile("packread_remote_vfd");
 }
 
 /// c-blosc2's source tree inside the `blosc2-src` package.

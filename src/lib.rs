@@ -7,6 +7,8 @@
 //! - [`formats`]: the indexes (NPY, NPZ, ZIP, HDF5).
 //! - [`codec`]: the decoders, pure functions from stored bytes to a sample's bytes.
 //! - [`dtype`]: element types, as numpy describes them.
+//! - [`remote`]: objects in S3, GCS, Azure and HTTP(S) as a byte source, read by merged,
+//!   parallel ranged requests.
 //!
 //! The core has no Python in it; `src/py` (feature `python`) is the binding layer.
 
@@ -21,6 +23,7 @@ pub mod dtype;
 pub mod error;
 pub mod formats;
 pub mod order;
+pub mod remote;
 
 #[cfg(feature = "python")]
 mod py;

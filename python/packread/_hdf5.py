@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Union
 
 import numpy as np
 
 from . import _packread
 from ._common import Closable, Indices, PendingBatch, as_indices, check_num_threads, new_output
+from ._remote import is_remote, is_url, open_remote
 from ._shards import is_shard_source, sharded
 from .errors import InvalidArgumentError, MissingKeyError, PackreadTypeError
 
@@ -233,6 +234,8 @@ class HDF5Reader(Closable):
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         in_memory: bool = False,
         ragged: Ragged = "list",
+        storage_options: Mapping[str, Any] | None = None,
+        index_cache: bool | str | os.PathLike[str] = True,
     ) -> None:
         if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, (int, np.integer)):
             raise PackreadTypeError(f"cache_bytes must be an int, not {type(cache_bytes).__name__}")
@@ -241,8 +244,15 @@ class HDF5Reader(Closable):
         num_threads = check_num_threads(num_threads)
         if ragged not in ("list", "flat"):
             raise InvalidArgumentError(f"ragged must be 'list' or 'flat', not {ragged!r}")
-        if isinstance(src, (str, os.PathLike)):
-            source: Any = os.fspath(src)
+        if is_url(src):
+            if in_memory:
+                raise InvalidArgumentError("in_memory=True reads local files; not a URL")
+            # libhdf5 reads the superblock and root group from the object's head.
+            src = open_remote(src, storage_options, index_cache=index_cache)
+        if is_remote(src):
+            source: Any = src
+        elif isinstance(src, (str, os.PathLike)):
+            source = os.fspath(src)
         else:
             source = bytes(memoryview(src).cast("B")) if not isinstance(src, bytes) else src
         self._args = (source, datasets)

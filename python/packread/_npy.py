@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from typing import Any, Union
 
 import numpy as np
@@ -11,6 +12,7 @@ import numpy as np
 from . import _packread
 from ._common import Paths, byte_view, check_num_threads, expand_paths
 from ._reader import ArrayReader, deprecated_sample_keys
+from ._remote import cache_dir_of, option_pairs, remote_paths
 
 #: numpy's default limit on NPY header size (``max_header_size``).
 DEFAULT_MAX_HEADER_SIZE: int = _packread.DEFAULT_MAX_HEADER_SIZE
@@ -72,13 +74,36 @@ class NpyReader(ArrayReader):
         *,
         max_header_size: int = DEFAULT_MAX_HEADER_SIZE,
         num_threads: int | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        index_cache: bool | str | os.PathLike[str] = True,
+        _stamps: list[tuple[int, str | None]] | None = None,
     ) -> None:
         self._options = {
             "max_header_size": max_header_size,
             "num_threads": check_num_threads(num_threads),
+            "storage_options": storage_options,
+            "index_cache": index_cache,
         }
-        self._paths = expand_paths(paths, ".npy")
-        self._bind(_packread.open_npy(self._paths, max_header_size, self._options["num_threads"]))
+        urls = remote_paths(paths, storage_options)
+        if urls is None:
+            self._paths = expand_paths(paths, ".npy")
+            self._stamps = None
+            self._bind(
+                _packread.open_npy(self._paths, max_header_size, self._options["num_threads"])
+            )
+            return
+        # Objects: opened together, each by one request for its head (header and, for a small
+        # sample, its data); or, unpickled, with the sizes and ETags they were opened with.
+        self._paths = urls
+        reader, self._stamps = _packread.open_npy_remote(
+            urls,
+            option_pairs(storage_options),
+            cache_dir_of(index_cache),
+            _stamps,
+            max_header_size,
+            self._options["num_threads"],
+        )
+        self._bind(reader)
 
     @property
     def paths(self) -> list[str]:
@@ -109,7 +134,10 @@ class NpyReader(ArrayReader):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickled by path, so spawn/forkserver workers re-open the files themselves.
-        return (_reopen_npy, (self.paths, self._options))
+        options = (
+            self._options if self._stamps is None else {**self._options, "_stamps": self._stamps}
+        )
+        return (_reopen_npy, (self.paths, options))
 
     def __repr__(self) -> str:
         if self.closed:

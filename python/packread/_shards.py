@@ -23,6 +23,7 @@ import numpy as np
 from . import _packread
 from ._common import Indices, PendingBatch, check_num_threads
 from ._reader import ArrayReader, Out
+from ._remote import is_url, remote_glob
 from .errors import (
     InconsistentError,
     InvalidArgumentError,
@@ -60,14 +61,16 @@ def is_shard_source(src: Any) -> bool:
     is not itself an existing file."""
     if isinstance(src, (list, tuple)):
         return True
+    if is_url(src):
+        return glob.has_magic(src.split("://", 1)[1])
     if isinstance(src, (str, os.PathLike)):
         path = os.fspath(src)
         return isinstance(path, str) and glob.has_magic(path) and not os.path.exists(path)
     return False
 
 
-def shard_paths(src: Any) -> list[str]:
-    """The shards' paths: a list as given, a glob sorted."""
+def shard_paths(src: Any, storage_options: Any = None) -> list[str]:
+    """The shards' paths: a list as given, a glob sorted (a URL's over the object listing)."""
     if isinstance(src, (list, tuple)):
         paths = [os.fspath(p) for p in src]
         if not paths:
@@ -76,7 +79,10 @@ def shard_paths(src: Any) -> list[str]:
             raise PackreadTypeError("shards are paths given as str or os.PathLike")
         return paths
     pattern = os.fspath(src)
-    paths = sorted(glob.glob(pattern))
+    if is_url(pattern):
+        paths = remote_glob(pattern, storage_options)
+    else:
+        paths = sorted(glob.glob(pattern))
     if not paths:
         raise PackreadFileNotFoundError(f"{pattern}: the pattern matches no files")
     return paths
@@ -238,7 +244,11 @@ class ShardedReader(ArrayReader):
             raise InvalidArgumentError(f"max_open_shards must be >= 1, not {max_open}")
         self._max_open = int(max_open)
         self._num_threads = check_num_threads(self._options.get("num_threads"))
-        paths = list(_state["paths"]) if _state is not None else shard_paths(src)
+        paths = (
+            list(_state["paths"])
+            if _state is not None
+            else shard_paths(src, self._options.get("storage_options"))
+        )
         self._paths = paths
         opened: dict[int, Opened] = {}
         state = _state or self._read_index()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Union
 
 import numpy as np
@@ -23,6 +23,7 @@ from ._common import (
 )
 from ._npy import DEFAULT_MAX_HEADER_SIZE, BytesLike
 from ._reader import ArrayReader, deprecated_sample_keys
+from ._remote import is_remote, is_url, open_remote
 from ._shards import is_shard_source, sharded
 from .errors import (
     InconsistentError,
@@ -96,7 +97,14 @@ class ZipReader(Closable):
         max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
         max_header_size: int = DEFAULT_MAX_HEADER_SIZE,
         num_threads: int | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        index_cache: bool | str | os.PathLike[str] = True,
     ) -> None:
+        # A URL opens the object here (its tail: the end records and directory); the
+        # extension's RemoteObject then stands where a path would, and pickles as opened.
+        if is_url(path):
+            path = open_remote(path, storage_options, tail=True, index_cache=index_cache)
+        self._src = path if is_remote(path) else os.fspath(path)
         self._options: dict[str, Any] = {
             "members": members if members is None or isinstance(members, str) else list(members),
             "dtype": dtype,
@@ -107,7 +115,7 @@ class ZipReader(Closable):
             "num_threads": check_num_threads(num_threads),
         }
         self._inner = _packread.ZipArchive(
-            os.fspath(path),
+            self._src,
             verify_crc,
             max_member_bytes,
             max_header_size,
@@ -365,7 +373,7 @@ class ZipReader(Closable):
         super().close()
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_reopen_zip, (self.path, self._options))
+        return (_reopen_zip, (self._src, self._options))
 
     def __repr__(self) -> str:
         if self.closed:

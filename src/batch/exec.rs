@@ -338,27 +338,27 @@ fn execute_grouped(
                 .collect()
         })
         .collect();
-    let one = |group: Vec<(usize, Target<'_>)>| -> Result<(), Failure> {
+    // Every group's span is fetched first, all in flight together, then decoded in parallel.
+    let spans: Vec<(u32, u64, usize)> = tasks
+        .iter()
+        .map(|group| {
+            let first = &extents[group[0].0];
+            let end = group
+                .iter()
+                .map(|(i, _)| extents[*i].offset + extents[*i].stored_len as u64)
+                .max()
+                .unwrap_or(first.offset);
+            (first.file, first.offset, (end - first.offset) as usize)
+        })
+        .collect();
+    let fetched = source.read_ranges(&spans);
+    let one = |(group, bytes): (Vec<(usize, Target<'_>)>, Result<bytes::Bytes, Error>)| {
         let first = &extents[group[0].0];
-        if group.len() == 1 {
-            let (i, target) = group.into_iter().next().expect("one extent");
-            return run(source, first, 0, target, faults)
-                .map_err(|error| failed(source, first, i, error));
-        }
-        let start = first.offset;
-        let end = group
-            .iter()
-            .map(|(i, _)| extents[*i].offset + extents[*i].stored_len as u64)
-            .max()
-            .unwrap_or(start);
-        let mut bytes = vec![0u8; (end - start) as usize];
-        source
-            .read_at(first.file, start, &mut bytes)
-            .map_err(|error| failed(source, first, group[0].0, error))?;
+        let bytes = bytes.map_err(|error| failed(source, first, group[0].0, error))?;
         let held = Held {
             source,
             file: first.file,
-            start,
+            start: first.offset,
             bytes: &bytes,
         };
         for (i, target) in group {
@@ -367,10 +367,11 @@ fn execute_grouped(
         }
         Ok(())
     };
-    if tasks.len() <= 1 || crate::batch::pool::is_inline() {
-        tasks.into_iter().try_for_each(one)
+    let work: Vec<_> = tasks.into_iter().zip(fetched).collect();
+    if work.len() <= 1 || crate::batch::pool::is_inline() {
+        work.into_iter().try_for_each(one)
     } else {
-        tasks.into_par_iter().try_for_each(one)
+        work.into_par_iter().try_for_each(one)
     }
 }
 

@@ -24,6 +24,18 @@ pub trait Source: Sync {
     fn coalesce(&self) -> Option<Coalesce> {
         None
     }
+    /// Reads several `(file, offset, len)` ranges, each result in its range's place. A source
+    /// whose reads are round trips (object storage) has them in flight together; others read
+    /// them one after another.
+    fn read_ranges(&self, ranges: &[(u32, u64, usize)]) -> Vec<Result<bytes::Bytes>> {
+        ranges
+            .iter()
+            .map(|&(file, offset, len)| {
+                let mut buf = vec![0u8; len];
+                self.read_at(file, offset, &mut buf).map(|()| buf.into())
+            })
+            .collect()
+    }
 }
 
 /// How a [`Source`] wants reads merged.
@@ -293,6 +305,105 @@ impl Source for SharedFile {
 
     fn name(&self, _file: u32) -> String {
         self.path.display().to_string()
+    }
+}
+
+/// One file read by offset, on local disk or in object storage: what a ZIP archive is read
+/// from.
+pub enum FileSource {
+    /// A local file.
+    Local(SharedFile),
+    /// An object fetched by ranged requests.
+    Remote(std::sync::Arc<crate::remote::RemoteFile>),
+}
+
+impl FileSource {
+    /// The file's length when it was opened.
+    pub fn len(&self) -> u64 {
+        match self {
+            FileSource::Local(f) => f.len(),
+            FileSource::Remote(r) => r.len(),
+        }
+    }
+
+    /// Whether the file was empty when it was opened.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Its path or URL, as messages name it.
+    pub fn location(&self) -> String {
+        self.name(0)
+    }
+}
+
+impl Source for FileSource {
+    fn read_at(&self, file: u32, offset: u64, buf: &mut [u8]) -> Result<()> {
+        match self {
+            FileSource::Local(f) => f.read_at(file, offset, buf),
+            FileSource::Remote(r) => r.read_at(file, offset, buf),
+        }
+    }
+
+    fn name(&self, file: u32) -> String {
+        match self {
+            FileSource::Local(f) => f.name(file),
+            FileSource::Remote(r) => r.name(file),
+        }
+    }
+
+    fn coalesce(&self) -> Option<Coalesce> {
+        match self {
+            FileSource::Local(f) => f.coalesce(),
+            FileSource::Remote(r) => r.coalesce(),
+        }
+    }
+
+    fn read_ranges(&self, ranges: &[(u32, u64, usize)]) -> Vec<Result<bytes::Bytes>> {
+        match self {
+            FileSource::Local(f) => f.read_ranges(ranges),
+            FileSource::Remote(r) => r.read_ranges(ranges),
+        }
+    }
+}
+
+/// A [`crate::remote::RemoteFile`]'s metadata as a `Read + Seek` stream, for parsers written
+/// against one (the ZIP directory reader); reads go through
+/// [`crate::remote::RemoteFile::read_meta`], so they come from cached blocks or the index
+/// cache.
+pub struct MetaReader<'a> {
+    file: &'a crate::remote::RemoteFile,
+    pos: u64,
+}
+
+impl<'a> MetaReader<'a> {
+    /// A stream over `file` from its first byte.
+    pub fn new(file: &'a crate::remote::RemoteFile) -> MetaReader<'a> {
+        MetaReader { file, pos: 0 }
+    }
+}
+
+impl Read for MetaReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.file.len().saturating_sub(self.pos);
+        let n = (buf.len() as u64).min(left) as usize;
+        self.file
+            .read_meta(self.pos, &mut buf[..n])
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl std::io::Seek for MetaReader<'_> {
+    fn seek(&mut self, to: std::io::SeekFrom) -> io::Result<u64> {
+        let pos = match to {
+            std::io::SeekFrom::Start(p) => Some(p),
+            std::io::SeekFrom::End(d) => self.file.len().checked_add_signed(d),
+            std::io::SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+        };
+        self.pos = pos.ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+        Ok(self.pos)
     }
 }
 

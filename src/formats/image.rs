@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::batch::pool::Work;
-use crate::batch::source::{FileStamp, PathSet, SharedFile, Source};
+use crate::batch::source::{FileSource, FileStamp, PathSet, Source};
 use crate::batch::{ArraySpec, Dest, Extent, Index, Plan, Rows, Tag, STAGED_FILE};
 use crate::codec::image::geometry::{Crop, Element, ImageSpec, Layout};
 use crate::codec::image::{ImageStep, SkipLog};
@@ -38,7 +38,7 @@ pub enum ImageBytes {
     /// Members of one archive: sample `k` is member `members[k]`.
     Zip {
         /// The archive.
-        zip: Arc<ZipIndex<SharedFile>>,
+        zip: Arc<ZipIndex<FileSource>>,
         /// Member positions, in sample order.
         members: Vec<usize>,
     },
@@ -346,6 +346,7 @@ impl ImageIndex {
                 for &m in &picked {
                     zip.check_readable(m)?;
                 }
+                zip.prelocate(&picked);
                 let mut buf = vec![0u8; ranges.last().map_or(0, |r| r.end)];
                 let extents = picked
                     .iter()
@@ -800,6 +801,10 @@ impl Index for ImageIndex {
             plan.deferred.push((0, (SKIP_TAG, id)));
             log
         });
+        if let (ImageBytes::Zip { zip, members }, None) = (&self.bytes, &staged) {
+            let picked: Vec<usize> = rows.as_slice().iter().map(|&r| members[r]).collect();
+            zip.prelocate(&picked);
+        }
         for (k, &row) in rows.as_slice().iter().enumerate() {
             let step = self.step(row, rows.epoch(), log.as_ref());
             let range = staged.as_ref().map(|r| r[k].clone());

@@ -21,9 +21,13 @@ use crate::formats::hdf5::{AttrValue, Hdf5File, RaggedBatch, Selection, VlenKind
 enum Origin {
     Path(PathBuf),
     Bytes(Arc<[u8]>),
+    Remote(Arc<crate::remote::RemoteFile>),
 }
 
 fn origin(py: Python<'_>, src: &Bound<'_, PyAny>) -> PyResult<Origin> {
+    if let Ok(remote) = src.cast::<super::remote::RemoteObject>() {
+        return Ok(Origin::Remote(remote.get().file.clone()));
+    }
     if let Ok(path) = src.extract::<PathBuf>() {
         return Ok(Origin::Path(path));
     }
@@ -48,6 +52,7 @@ fn dataset_names(
                 let at = match origin {
                     Origin::Path(p) => p.display().to_string(),
                     Origin::Bytes(_) => MEMORY_NAME.to_string(),
+                    Origin::Remote(r) => r.url().to_string(),
                 };
                 to_py(
                     py,
@@ -146,6 +151,9 @@ impl HDF5File {
                         return Hdf5File::open(path, selection, cache_bytes, num_threads)
                     }
                     Origin::Bytes(bytes) => (MEMORY_NAME.to_string(), bytes),
+                    Origin::Remote(file) => {
+                        return Hdf5File::open_remote(file, selection, cache_bytes, num_threads)
+                    }
                 };
                 Hdf5File::open_memory(name, bytes, selection, cache_bytes, num_threads)
             })

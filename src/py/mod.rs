@@ -10,6 +10,7 @@ mod npy;
 mod order;
 mod pending;
 mod reader;
+mod remote;
 mod shards;
 mod zip;
 
@@ -42,6 +43,7 @@ fn _packread(m: &Bound<'_, PyModule>) -> PyResult<()> {
     reader::register(m)?;
     order::register(m)?;
     shards::register(m)?;
+    remote::register(m)?;
     Ok(())
 }
 

@@ -16,6 +16,7 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load_npy_file, m)?)?;
     m.add_function(wrap_pyfunction!(parse_npy_buffer, m)?)?;
     m.add_function(wrap_pyfunction!(open_npy, m)?)?;
+    m.add_function(wrap_pyfunction!(open_npy_remote, m)?)?;
     Ok(())
 }
 
@@ -90,4 +91,49 @@ fn open_npy(
         .detach(|| NpyIndex::open(paths, &limits, num_threads))
         .py_err(py)?;
     Reader::new(py, Arc::new(index))
+}
+
+/// Many same-shape `.npy` objects (URLs, one sample each) as a batch reader: opened together
+/// (each by one request for its head, many in flight), or with `stamps` (`(size, etag)` of
+/// each, from a reader pickled after opening) without a request. Also returns the stamps.
+#[pyfunction]
+#[pyo3(signature = (urls, options, cache_dir, stamps, max_header_size = npy::DEFAULT_MAX_HEADER_BYTES, num_threads = None))]
+#[allow(clippy::type_complexity)] // the stamps, as Python gives and takes them
+fn open_npy_remote(
+    py: Python<'_>,
+    urls: Vec<String>,
+    options: Vec<(String, String)>,
+    cache_dir: Option<PathBuf>,
+    stamps: Option<Vec<(u64, Option<String>)>>,
+    max_header_size: usize,
+    num_threads: Option<usize>,
+) -> PyResult<(Reader, Vec<(u64, Option<String>)>)> {
+    use crate::remote::{open_many, FirstRead, ObjectStamp, StoreOptions};
+    let limits = limits(max_header_size);
+    let stamps = stamps.map(|s| {
+        s.into_iter()
+            .map(|(len, etag)| ObjectStamp { len, etag })
+            .collect()
+    });
+    let (index, stamps) = py
+        .detach(|| {
+            let files = open_many(
+                &urls,
+                &StoreOptions(options),
+                FirstRead::Head(npy::HEADER_PROBE as u64),
+                cache_dir.as_deref(),
+                stamps,
+            )?;
+            let stamps = files
+                .iter()
+                .map(|f| (f.len(), f.stamp().etag.clone()))
+                .collect();
+            let files = files.into_iter().map(Arc::new).collect();
+            Ok::<_, crate::error::Error>((
+                NpyIndex::open_remote(files, &limits, num_threads)?,
+                stamps,
+            ))
+        })
+        .py_err(py)?;
+    Ok((Reader::new(py, Arc::new(index))?, stamps))
 }

@@ -10,8 +10,9 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use super::array::{empty, fresh_bytes, numpy_dtype, Outputs, RawOut};
 use super::errors::{invalid_argument, IntoPyResult};
 use super::reader::Reader;
+use super::remote::Place;
 use crate::batch::pool;
-use crate::batch::source::{SharedFile, Source};
+use crate::batch::source::{FileSource, Source};
 use crate::batch::tiling::resolve_indices;
 use crate::dtype::literal::Literal;
 use crate::dtype::DType;
@@ -51,7 +52,7 @@ fn check_positions<S: Source>(
 /// (`samples`). See `packread.ZipReader`.
 #[pyclass(module = "packread._packread", frozen)]
 pub struct ZipArchive {
-    pub(super) index: Arc<ZipIndex<SharedFile>>,
+    pub(super) index: Arc<ZipIndex<FileSource>>,
     threads: Option<usize>,
 }
 
@@ -61,14 +62,17 @@ impl ZipArchive {
     #[pyo3(signature = (path, verify_crc = true, max_member_bytes = crate::formats::zip::DEFAULT_MAX_MEMBER_BYTES, max_header_size = crate::formats::npy::DEFAULT_MAX_HEADER_BYTES, num_threads = None))]
     fn new(
         py: Python<'_>,
-        path: PathBuf,
+        path: &Bound<'_, PyAny>,
         verify_crc: bool,
         max_member_bytes: u64,
         max_header_size: usize,
         num_threads: Option<usize>,
     ) -> PyResult<Self> {
         let limits = limits(verify_crc, max_member_bytes, max_header_size);
-        let index = py.detach(|| ZipIndex::open(path, limits)).py_err(py)?;
+        let place = Place::of(path)?;
+        let index = py
+            .detach(|| ZipIndex::open_source(place.open()?, limits))
+            .py_err(py)?;
         Ok(ZipArchive {
             index: Arc::new(index),
             threads: num_threads,

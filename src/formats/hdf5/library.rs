@@ -101,6 +101,9 @@ pub(super) fn with_library<T>(location: &str, f: impl FnOnce() -> Result<T>) -> 
 pub(super) struct LibraryHandle {
     pub(super) file: ManuallyDrop<hdf5_metno::File>,
     pub(super) image: ManuallyDrop<Option<Box<memory::Image>>>,
+    /// A remote file's object, which libhdf5's driver reads through: dropped after the file
+    /// is closed (fields drop after `drop`).
+    pub(super) _remote: Option<std::sync::Arc<crate::remote::RemoteFile>>,
     pub(super) pid: u32,
 }
 

@@ -11,6 +11,7 @@ mod library;
 mod memory;
 mod meta;
 mod plan;
+mod remote;
 mod select;
 mod types;
 mod vlen;
@@ -37,6 +38,7 @@ use crate::batch::{ArraySpec, Index, Plan, Rows, Tag};
 use crate::codec::Faults;
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
+use crate::remote::RemoteFile;
 
 const HDF5_FAULTS: Faults = Faults::both(ErrorKind::Hdf5);
 
@@ -169,6 +171,7 @@ impl Hdf5Dataset {
 enum Backing {
     File(SharedFile),
     Memory(MemoryFile),
+    Remote(Arc<RemoteFile>),
 }
 
 impl Backing {
@@ -176,6 +179,7 @@ impl Backing {
         match self {
             Backing::File(f) => f.len(),
             Backing::Memory(m) => m.len(),
+            Backing::Remote(r) => r.len(),
         }
     }
 }
@@ -185,6 +189,7 @@ impl Source for Backing {
         match self {
             Backing::File(f) => f.read_at(file, offset, buf),
             Backing::Memory(m) => m.read_at(file, offset, buf),
+            Backing::Remote(r) => r.read_at(file, offset, buf),
         }
     }
 
@@ -192,6 +197,22 @@ impl Source for Backing {
         match self {
             Backing::File(f) => f.name(file),
             Backing::Memory(m) => m.name(file),
+            Backing::Remote(r) => r.name(file),
+        }
+    }
+
+    fn coalesce(&self) -> Option<crate::batch::source::Coalesce> {
+        match self {
+            Backing::Remote(r) => r.coalesce(),
+            _ => None,
+        }
+    }
+
+    fn read_ranges(&self, ranges: &[(u32, u64, usize)]) -> Vec<Result<bytes::Bytes>> {
+        match self {
+            Backing::File(f) => f.read_ranges(ranges),
+            Backing::Memory(m) => m.read_ranges(ranges),
+            Backing::Remote(r) => r.read_ranges(ranges),
         }
     }
 }
@@ -204,6 +225,7 @@ enum Input {
         name: String,
         bytes: Arc<[u8]>,
     },
+    Remote(Arc<RemoteFile>),
 }
 
 /// An HDF5 file opened for batch reads along the first axis.
@@ -232,6 +254,21 @@ impl Hdf5File {
         threads: Option<usize>,
     ) -> Result<Hdf5File> {
         Hdf5File::open_input(Input::Path(path), selection, cache_bytes, threads)
+    }
+
+    /// Opens a file in object storage: libhdf5 reads its metadata through packread's file
+    /// driver (cached blocks, the index cache), batches read chunks by ranged requests.
+    pub fn open_remote(
+        file: Arc<RemoteFile>,
+        selection: Selection,
+        cache_bytes: usize,
+        threads: Option<usize>,
+    ) -> Result<Hdf5File> {
+        let opened =
+            Hdf5File::open_input(Input::Remote(file.clone()), selection, cache_bytes, threads);
+        // What libhdf5 read to open the file is the index cache's entry for it.
+        file.save_index();
+        opened.map_err(|e| remote::cause(&file, e))
     }
 
     /// Opens a whole file held in memory (`name` is used in messages); libhdf5 reads the
@@ -266,6 +303,7 @@ impl Hdf5File {
             Input::Memory { name, bytes } => {
                 (name.clone(), Backing::Memory(MemoryFile { name, bytes }))
             }
+            Input::Remote(file) => (file.url().to_string(), Backing::Remote(file)),
         };
         let file_len = source.len();
         let (h5, image, metas, unreadable) = with_library(&location, || {
@@ -283,6 +321,15 @@ impl Hdf5File {
                     let file = unsafe { hdf5_metno::from_id::<hdf5_metno::File>(id) }
                         .map_err(|e| h5err(&location, format!("cannot open as HDF5: {e}")))?;
                     (file, Some(image))
+                }
+                Backing::Remote(r) => {
+                    // SAFETY: HDF5 lock held; the LibraryHandle keeps `r` alive until after
+                    // the file is closed.
+                    let id = unsafe { remote::open(&location, r)? };
+                    // SAFETY: a file id just opened, owned by the new handle.
+                    let file = unsafe { hdf5_metno::from_id::<hdf5_metno::File>(id) }
+                        .map_err(|e| h5err(&location, format!("cannot open as HDF5: {e}")))?;
+                    (file, None)
                 }
             };
             // SAFETY: open file id, HDF5 lock held.
@@ -343,11 +390,16 @@ impl Hdf5File {
                 shape: d.sample_shape().to_vec(),
             })
             .collect();
+        let remote = match &source {
+            Backing::Remote(r) => Some(r.clone()),
+            _ => None,
+        };
         Ok(Hdf5File {
             source,
             h5: LibraryHandle {
                 file: ManuallyDrop::new(h5),
                 image: ManuallyDrop::new(image),
+                _remote: remote,
                 pid: std::process::id(),
             },
             location,

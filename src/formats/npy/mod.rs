@@ -5,6 +5,7 @@ pub mod header;
 
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::batch::pool::{self, Work};
 use crate::batch::source::{FileStamp, PathSet, Source};
@@ -12,6 +13,7 @@ use crate::batch::{run_extents, ArraySpec, Dest, Extent, Index, Plan, Rows, Tag}
 use crate::codec::{Faults, Pipeline};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
+use crate::remote::{RemoteFile, RemoteSet};
 
 pub use header::{header_end, parse_header, Limits, NpyHeader, DEFAULT_MAX_HEADER_BYTES, MAGIC};
 
@@ -20,7 +22,7 @@ pub const ARRAY_NAME: &str = "data";
 
 const NPY_FAULTS: Faults = Faults::both(ErrorKind::NpyFormat);
 /// How much of a file is read to find its header in one go (numpy pads headers to 64 bytes).
-const HEADER_PROBE: usize = 4096;
+pub const HEADER_PROBE: usize = 4096;
 
 /// Reads and parses the header of an NPY file; also returns the file's stamp.
 pub fn read_file_header(path: &Path, limits: &Limits) -> Result<(NpyHeader, FileStamp)> {
@@ -91,10 +93,84 @@ pub fn read_file_data(
     )
 }
 
+/// Every sample has `headers[0]`'s dtype and shape (`names` in messages); that header.
+fn check_agree(names: &[PathBuf], headers: &[&NpyHeader]) -> Result<NpyHeader> {
+    let first = headers[0].clone();
+    for (path, header) in names.iter().zip(headers) {
+        if !header.same_array_type(&first) {
+            return Err(Error::new(
+                ErrorKind::Inconsistent,
+                path.display().to_string(),
+                format!(
+                    "sample has dtype {} and shape {:?}, but {} has dtype {} and shape {:?}",
+                    header.dtype.descr(),
+                    header.shape,
+                    names[0].display(),
+                    first.dtype.descr(),
+                    first.shape
+                ),
+            ));
+        }
+    }
+    Ok(first)
+}
+
+/// The header of a `.npy` object, read through its metadata blocks.
+fn remote_header(file: &RemoteFile, limits: &Limits) -> Result<NpyHeader> {
+    let location = file.url();
+    let available = usize::try_from(file.len()).unwrap_or(usize::MAX);
+    let mut buf = vec![0u8; HEADER_PROBE.min(available)];
+    file.read_meta(0, &mut buf)?;
+    let end = header_end(&buf, available, location, limits)?;
+    if end > buf.len() {
+        buf.resize(end, 0);
+        file.read_meta(0, &mut buf)?;
+    }
+    parse_header(&buf, available, location, limits)
+}
+
+/// Where a set of `.npy` samples is: local files or objects.
+enum NpyFiles {
+    Local(PathSet),
+    Remote(RemoteSet),
+}
+
+impl Source for NpyFiles {
+    fn read_at(&self, file: u32, offset: u64, buf: &mut [u8]) -> Result<()> {
+        match self {
+            NpyFiles::Local(s) => s.read_at(file, offset, buf),
+            NpyFiles::Remote(s) => s.read_at(file, offset, buf),
+        }
+    }
+
+    fn name(&self, file: u32) -> String {
+        match self {
+            NpyFiles::Local(s) => s.name(file),
+            NpyFiles::Remote(s) => s.name(file),
+        }
+    }
+
+    fn coalesce(&self) -> Option<crate::batch::source::Coalesce> {
+        match self {
+            NpyFiles::Local(s) => s.coalesce(),
+            NpyFiles::Remote(s) => s.coalesce(),
+        }
+    }
+
+    fn read_ranges(&self, ranges: &[(u32, u64, usize)]) -> Vec<Result<bytes::Bytes>> {
+        match self {
+            NpyFiles::Local(s) => s.read_ranges(ranges),
+            NpyFiles::Remote(s) => s.read_ranges(ranges),
+        }
+    }
+}
+
 /// Many NPY files, one sample each, all of the same dtype and shape: one array, named
 /// [`ARRAY_NAME`].
 pub struct NpyIndex {
-    files: PathSet,
+    files: NpyFiles,
+    /// Each file's path, or URL for an object.
+    names: Vec<PathBuf>,
     header: NpyHeader,
     data_offsets: Vec<usize>,
     pipelines: Vec<Pipeline>,
@@ -116,23 +192,8 @@ impl NpyIndex {
         let parsed = pool::install_with(threads, || {
             pool::try_map(&paths, |_, p| read_file_header(p, limits))
         })?;
-        let first = parsed[0].0.clone();
-        for (path, (header, _)) in paths.iter().zip(&parsed) {
-            if !header.same_array_type(&first) {
-                return Err(Error::new(
-                    ErrorKind::Inconsistent,
-                    path.display().to_string(),
-                    format!(
-                        "sample has dtype {} and shape {:?}, but {} has dtype {} and shape {:?}",
-                        header.dtype.descr(),
-                        header.shape,
-                        paths[0].display(),
-                        first.dtype.descr(),
-                        first.shape
-                    ),
-                ));
-            }
-        }
+        let headers: Vec<&NpyHeader> = parsed.iter().map(|(h, _)| h).collect();
+        let first = check_agree(&paths, &headers)?;
         let data_offsets = parsed.iter().map(|(h, _)| h.data_offset).collect();
         let pipelines = parsed.iter().map(|(h, _)| layout_pipeline(h)).collect();
         let stamps = parsed.iter().map(|(_, stamp)| *stamp).collect();
@@ -142,11 +203,50 @@ impl NpyIndex {
             shape: first.shape.clone(),
         }];
         Ok(NpyIndex {
-            files: PathSet::new(paths, stamps),
+            names: paths.clone(),
+            files: NpyFiles::Local(PathSet::new(paths, stamps)),
             header: first,
             data_offsets,
             pipelines,
             arrays,
+            threads,
+        })
+    }
+
+    /// Opens many `.npy` objects (one sample each): every header is read from the blocks
+    /// their opening fetched (or the index cache), and checked to agree.
+    pub fn open_remote(
+        files: Vec<Arc<RemoteFile>>,
+        limits: &Limits,
+        threads: Option<usize>,
+    ) -> Result<NpyIndex> {
+        if files.is_empty() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "",
+                "NpyReader needs at least one file",
+            ));
+        }
+        let parsed = pool::install_with(threads, || {
+            pool::try_map(&files, |_, f| {
+                let header = remote_header(f, limits);
+                f.save_index();
+                header
+            })
+        })?;
+        let names: Vec<PathBuf> = files.iter().map(|f| PathBuf::from(f.url())).collect();
+        let first = check_agree(&names, &parsed.iter().collect::<Vec<_>>())?;
+        Ok(NpyIndex {
+            names,
+            files: NpyFiles::Remote(RemoteSet::new(files)),
+            header: first,
+            data_offsets: parsed.iter().map(|h| h.data_offset).collect(),
+            pipelines: parsed.iter().map(layout_pipeline).collect(),
+            arrays: [ArraySpec {
+                name: ARRAY_NAME.to_string(),
+                dtype: parsed[0].dtype.clone(),
+                shape: parsed[0].shape.clone(),
+            }],
             threads,
         })
     }
@@ -168,7 +268,7 @@ impl NpyIndex {
 
     /// The files, in sample order.
     pub fn paths(&self) -> &[PathBuf] {
-        self.files.paths()
+        &self.names
     }
 }
 
@@ -182,7 +282,7 @@ impl Index for NpyIndex {
     }
 
     fn location(&self) -> String {
-        crate::batch::tiling::location_of(self.files.paths())
+        crate::batch::tiling::location_of(&self.names)
     }
 
     fn faults(&self) -> Faults {

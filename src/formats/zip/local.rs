@@ -34,6 +34,23 @@ impl<S: Source> ZipIndex<S> {
         self.source
             .read_at(0, m.header_offset, &mut h)
             .map_err(|e| e.at(at()))?;
+        // At most the name the directory gives, within the member's room; a wrong one is
+        // reported by `check_local` after the signature and lengths.
+        let name_len = m.name_raw.len().min((m.end_limit - fixed_end) as usize);
+        let mut name = vec![0u8; name_len];
+        self.source
+            .read_at(0, fixed_end, &mut name)
+            .map_err(|e| e.at(at()))?;
+        let data_start = self.check_local(i, &h, &name)?;
+        m.data_start.store(data_start + 1, Ordering::Relaxed);
+        Ok(data_start)
+    }
+
+    /// Checks member `i`'s local header (`h`, its fixed 30 bytes, and `name`, the bytes after
+    /// them where its name must be) and says where its data starts.
+    fn check_local(&self, i: usize, h: &[u8], name: &[u8]) -> Result<u64> {
+        let m = &self.members[i];
+        let at = || self.member_location(i);
         let u16_at = |o: usize| u16::from_le_bytes([h[o], h[o + 1]]);
         let u32_at = |o: usize| u32::from_le_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
         if u32_at(0) != LOCAL_SIGNATURE {
@@ -43,6 +60,7 @@ impl<S: Source> ZipIndex<S> {
             ));
         }
         let (name_len, extra_len) = (usize::from(u16_at(26)), usize::from(u16_at(28)));
+        let fixed_end = m.header_offset + LOCAL_HEADER_LEN as u64;
         let data_start = fixed_end + (name_len + extra_len) as u64;
         if name_len != m.name_raw.len() || data_start > m.end_limit {
             return Err(bad(
@@ -50,14 +68,10 @@ impl<S: Source> ZipIndex<S> {
                 "local header disagrees with the central directory on the name",
             ));
         }
-        let mut name = vec![0u8; name_len];
-        self.source
-            .read_at(0, fixed_end, &mut name)
-            .map_err(|e| e.at(at()))?;
         if *name != *m.name_raw {
             return Err(bad(
                 &at(),
-                format!("local header names {:?}", String::from_utf8_lossy(&name)),
+                format!("local header names {:?}", String::from_utf8_lossy(name)),
             ));
         }
         if data_start
@@ -69,7 +83,46 @@ impl<S: Source> ZipIndex<S> {
                 "member data overlaps the next member or the central directory",
             ));
         }
-        m.data_start.store(data_start + 1, Ordering::Relaxed);
         Ok(data_start)
+    }
+
+    /// Reads the local headers of those of `members` not read yet in one round of requests,
+    /// for a source whose every read is a round trip (object storage); others read each
+    /// header when its member is first read. A header that does not check out is left for
+    /// [`ZipIndex::data_start`] to report.
+    pub fn prelocate(&self, members: &[usize]) {
+        if self.source.coalesce().is_none() {
+            return;
+        }
+        let mut todo: Vec<usize> = members
+            .iter()
+            .copied()
+            .filter(|&i| self.members[i].data_start.load(Ordering::Relaxed) == 0)
+            .collect();
+        todo.sort_unstable();
+        todo.dedup();
+        let ranges: Vec<(u32, u64, usize)> = todo
+            .iter()
+            .map(|&i| {
+                let m = &self.members[i];
+                let len = (LOCAL_HEADER_LEN + m.name_raw.len()) as u64;
+                (
+                    0,
+                    m.header_offset,
+                    len.min(m.end_limit - m.header_offset) as usize,
+                )
+            })
+            .collect();
+        for (&i, got) in todo.iter().zip(self.source.read_ranges(&ranges)) {
+            let Ok(b) = got else { continue };
+            if b.len() == LOCAL_HEADER_LEN + self.members[i].name_raw.len() {
+                let (h, name) = b.split_at(LOCAL_HEADER_LEN);
+                if let Ok(start) = self.check_local(i, h, name) {
+                    self.members[i]
+                        .data_start
+                        .store(start + 1, Ordering::Relaxed);
+                }
+            }
+        }
     }
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
 
-use crate::batch::source::{MemorySource, SharedFile, Source};
+use crate::batch::source::{FileSource, MemorySource, MetaReader, SharedFile, Source};
 use crate::batch::{run_extents, Dest, Extent, Work};
 use crate::codec::image::ImageStep;
 use crate::codec::{Faults, NpyExpect, Pipeline, Step, Wrapper};
@@ -247,6 +247,39 @@ impl ZipIndex<SharedFile> {
         let reader = std::io::BufReader::with_capacity(1 << 16, file.file());
         let members = parse_directory(reader, file.len(), &location, &limits)?;
         Ok(ZipIndex::new(file, location, members, limits))
+    }
+}
+
+impl ZipIndex<FileSource> {
+    /// Opens an archive on disk or in object storage and parses its central directory. A
+    /// remote archive's directory is read by one request for its tail (the end records, and
+    /// the directory itself when it is small), then one for the rest of the directory; the
+    /// ranges are kept in the index cache.
+    pub fn open_source(source: FileSource, limits: ZipLimits) -> Result<Self> {
+        let location = source.location();
+        let members = match &source {
+            FileSource::Local(file) => {
+                let reader = std::io::BufReader::with_capacity(1 << 16, file.file());
+                parse_directory(reader, file.len(), &location, &limits)?
+            }
+            FileSource::Remote(remote) => {
+                let members =
+                    parse_directory(MetaReader::new(remote), remote.len(), &location, &limits)
+                        .map_err(|e| remote_cause(e, remote))?;
+                remote.save_index();
+                members
+            }
+        };
+        Ok(ZipIndex::new(source, location, members, limits))
+    }
+}
+
+/// A directory read from object storage that failed because a request did (the parser sees
+/// only "cannot read"): the request's own error, which names the URL and the status.
+fn remote_cause(e: Error, remote: &crate::remote::RemoteFile) -> Error {
+    match remote.take_failure() {
+        Some(cause) => cause,
+        None => e,
     }
 }
 

@@ -144,6 +144,8 @@ impl<S: Source + Send + Sync> Index for ZipSamples<S> {
     /// row.
     fn plan(&self, rows: &Rows, _arrays: &[usize], plan: &mut Plan) -> Result<()> {
         let n = self.arrays[0].sample_bytes();
+        let members: Vec<usize> = rows.as_slice().iter().map(|&r| self.members[r]).collect();
+        self.index.prelocate(&members);
         let extents = pool::try_map(rows.as_slice(), |k, &row| {
             let i = self.members[row];
             let located = |e: Error| self.locate((0, i as u64), e);

@@ -1,0 +1,125 @@
+"""Objects in object storage as reader sources: URLs (``s3://``, ``gs://``, ``az://``,
+``abfs://``, ``http(s)://``) are opened here into the extension's ``RemoteObject``, which
+every reader takes where it takes a path. A ``RemoteObject`` pickles with the size and ETag it
+was opened with, so a reader unpickled in a ``DataLoader`` worker makes no request to open
+it, and every later read still checks the object is the one it opened."""
+
+from __future__ import annotations
+
+import copyreg
+import os
+from glob import has_magic as glob_magic
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from . import _packread
+from .errors import PackreadFileNotFoundError, PackreadTypeError
+
+#: How many bytes an open fetches first: NPY headers and HDF5 superblocks lie in the head, a
+#: ZIP archive's end records (and a small directory) in its last 64 KiB + 22 bytes.
+HEAD_BYTES = 256 << 10
+TAIL_BYTES = (64 << 10) + 22
+
+
+def is_url(src: Any) -> bool:
+    """Whether ``src`` is a URL string packread reads from object storage."""
+    return isinstance(src, str) and _packread.is_url(src)
+
+
+def option_pairs(storage_options: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """``storage_options`` as the string pairs the extension takes (booleans as
+    ``"true"``/``"false"``, numbers as text)."""
+    if storage_options is None:
+        return []
+    if not isinstance(storage_options, Mapping):
+        raise PackreadTypeError(
+            f"storage_options must be a dict, not {type(storage_options).__name__}"
+        )
+    pairs = []
+    for key, value in storage_options.items():
+        if not isinstance(key, str):
+            raise PackreadTypeError(f"storage option names are str, not {type(key).__name__}")
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        pairs.append((key, str(value)))
+    return pairs
+
+
+def default_cache_dir() -> Path:
+    """Where the index cache lives unless told: ``$PACKREAD_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/packread``, else ``~/.cache/packread``."""
+    if os.environ.get("PACKREAD_CACHE_DIR"):
+        return Path(os.environ["PACKREAD_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "packread"
+
+
+def cache_dir_of(index_cache: bool | str | os.PathLike[str]) -> str | None:
+    """The folder for ``index_cache=`` (``True``: the default one; ``False``: none)."""
+    if index_cache is True:
+        return str(default_cache_dir())
+    if index_cache is False or index_cache is None:
+        return None
+    if isinstance(index_cache, (str, os.PathLike)):
+        return os.fspath(index_cache)
+    raise PackreadTypeError(
+        f"index_cache must be a bool or a folder, not {type(index_cache).__name__}"
+    )
+
+
+def open_remote(
+    url: str,
+    storage_options: Mapping[str, Any] | None,
+    *,
+    tail: bool = False,
+    index_cache: bool | str | os.PathLike[str] = True,
+) -> Any:
+    """Opens ``url``: one request for its head (or, ``tail=True``, its last bytes), which
+    also gives its size and ETag."""
+    first, n = ("tail", TAIL_BYTES) if tail else ("head", HEAD_BYTES)
+    return _packread.RemoteObject(
+        url, option_pairs(storage_options), first, n, cache_dir_of(index_cache)
+    )
+
+
+def remote_glob(pattern: str, storage_options: Mapping[str, Any] | None) -> list[str]:
+    """The objects a glob URL matches, sorted."""
+    return list(_packread.remote_glob(pattern, option_pairs(storage_options)))
+
+
+def _restore(
+    url: str, options: list[tuple[str, str]], size: int, etag: str | None, cache: str | None
+) -> Any:
+    return _packread.RemoteObject.restore(url, options, size, etag, cache)
+
+
+def _reduce(obj: Any) -> tuple[Any, ...]:
+    cache = obj.cache_dir
+    return (
+        _restore,
+        (obj.url, obj.options, obj.size, obj.etag, None if cache is None else os.fspath(cache)),
+    )
+
+
+copyreg.pickle(_packread.RemoteObject, _reduce)
+
+
+def is_remote(src: Any) -> bool:
+    """Whether ``src`` is an opened remote object."""
+    return isinstance(src, _packread.RemoteObject)
+
+
+def remote_paths(src: Any, storage_options: Mapping[str, Any] | None) -> list[str] | None:
+    """The URLs ``src`` names (a URL, a glob URL over the object listing, or a list of URLs),
+    or ``None`` if it names local files."""
+    if is_url(src):
+        if glob_magic(src.split("://", 1)[1]):
+            urls = remote_glob(src, storage_options)
+            if not urls:
+                raise PackreadFileNotFoundError(f"{src}: the pattern matches no objects")
+            return urls
+        return [src]
+    if isinstance(src, (list, tuple)) and src and all(is_url(p) for p in src):
+        return list(src)
+    return None

@@ -1,0 +1,179 @@
+//! Bindings for object storage: `RemoteObject` (one object, opened), `remote_glob`,
+//! `is_url`. Readers take a `RemoteObject` wherever they take a path.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+
+use super::errors::{invalid_argument, IntoPyResult};
+use crate::batch::source::{FileSource, SharedFile};
+use crate::remote::{FirstRead, ObjectStamp, RemoteFile, StoreOptions};
+
+pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<RemoteObject>()?;
+    m.add_function(wrap_pyfunction!(remote_glob, m)?)?;
+    m.add_function(wrap_pyfunction!(is_url, m)?)?;
+    Ok(())
+}
+
+/// Where a reader's file is: a local path, or an opened remote object.
+pub(super) enum Place {
+    Local(PathBuf),
+    Remote(Arc<RemoteFile>),
+}
+
+impl Place {
+    /// A `RemoteObject`, or anything that converts to a path.
+    pub(super) fn of(src: &Bound<'_, PyAny>) -> PyResult<Place> {
+        match src.cast::<RemoteObject>() {
+            Ok(r) => Ok(Place::Remote(r.get().file.clone())),
+            Err(_) => Ok(Place::Local(src.extract::<PathBuf>()?)),
+        }
+    }
+
+    /// The file, opened (a local one now; a remote one was opened by its `RemoteObject`).
+    pub(super) fn open(self) -> crate::error::Result<FileSource> {
+        match self {
+            Place::Local(p) => Ok(FileSource::Local(SharedFile::open(p)?)),
+            Place::Remote(r) => Ok(FileSource::Remote(r)),
+        }
+    }
+}
+
+/// One object in object storage, opened: its URL, size and ETag, and the client reading it.
+///
+/// >>> obj = RemoteObject("s3://bucket/train.h5", [], "head", 1 << 16, None)
+/// >>> obj.size > 0
+/// True
+#[pyclass(module = "packread._packread", frozen)]
+pub struct RemoteObject {
+    pub(super) file: Arc<RemoteFile>,
+}
+
+fn first_read(py: Python<'_>, first: &str, n: u64) -> PyResult<FirstRead> {
+    match first {
+        "head" => Ok(FirstRead::Head(n)),
+        "tail" => Ok(FirstRead::Tail(n)),
+        other => Err(invalid_argument(
+            py,
+            format!("first must be 'head' or 'tail', not {other:?}"),
+        )),
+    }
+}
+
+#[pymethods]
+impl RemoteObject {
+    /// Opens `url` with `options` (pairs of strings): one request for its first (`"head"`)
+    /// or last (`"tail"`) `n` bytes, which also gives its size and ETag.
+    ///
+    /// >>> RemoteObject("https://host/data.npy", [], "head", 4096, None).url
+    /// 'https://host/data.npy'
+    #[new]
+    #[pyo3(signature = (url, options, first, n, cache_dir))]
+    fn new(
+        py: Python<'_>,
+        url: String,
+        options: Vec<(String, String)>,
+        first: &str,
+        n: u64,
+        cache_dir: Option<PathBuf>,
+    ) -> PyResult<Self> {
+        let first = first_read(py, first, n)?;
+        let file = py
+            .detach(|| RemoteFile::open(&url, StoreOptions(options), first, cache_dir.as_deref()))
+            .py_err(py)?;
+        Ok(RemoteObject {
+            file: Arc::new(file),
+        })
+    }
+
+    /// The object as opened before (`size`, `etag`): no request until a read.
+    ///
+    /// >>> RemoteObject.restore("s3://b/k.zip", [], 1024, '"e"', None).size
+    /// 1024
+    #[staticmethod]
+    #[pyo3(signature = (url, options, size, etag, cache_dir))]
+    fn restore(
+        py: Python<'_>,
+        url: String,
+        options: Vec<(String, String)>,
+        size: u64,
+        etag: Option<String>,
+        cache_dir: Option<PathBuf>,
+    ) -> PyResult<Self> {
+        let stamp = ObjectStamp { len: size, etag };
+        let file = RemoteFile::restore(&url, StoreOptions(options), stamp, cache_dir.as_deref())
+            .py_err(py)?;
+        Ok(RemoteObject {
+            file: Arc::new(file),
+        })
+    }
+
+    /// The URL.
+    #[getter]
+    fn url(&self) -> String {
+        self.file.url().to_string()
+    }
+
+    /// Size in bytes when opened.
+    #[getter]
+    fn size(&self) -> u64 {
+        self.file.len()
+    }
+
+    /// The ETag when opened (`None` if the server gives none).
+    #[getter]
+    fn etag(&self) -> Option<String> {
+        self.file.stamp().etag.clone()
+    }
+
+    /// `(requests, bytes)` fetched so far through this object.
+    ///
+    /// >>> requests, received = obj.fetched()
+    fn fetched(&self) -> (u64, u64) {
+        self.file.fetched()
+    }
+
+    /// The storage options it was opened with, as `(key, value)` pairs.
+    #[getter]
+    fn options(&self) -> Vec<(String, String)> {
+        self.file.options().0.clone()
+    }
+
+    /// The index cache's folder, or `None` when there is none.
+    #[getter]
+    fn cache_dir(&self) -> Option<PathBuf> {
+        self.file.cache_dir().map(PathBuf::from)
+    }
+
+    /// Whether the metadata read so far all came from the on-disk index cache.
+    #[getter]
+    fn index_hit(&self) -> bool {
+        self.file.index_hit()
+    }
+}
+
+/// The objects matching a glob URL (`s3://bucket/train_*.h5`), sorted.
+///
+/// >>> remote_glob("s3://bucket/shards/train_*.h5", [])
+/// ['s3://bucket/shards/train_000.h5', 's3://bucket/shards/train_001.h5']
+#[pyfunction]
+fn remote_glob(
+    py: Python<'_>,
+    pattern: String,
+    options: Vec<(String, String)>,
+) -> PyResult<Vec<String>> {
+    py.detach(|| crate::remote::glob(&pattern, &StoreOptions(options)))
+        .py_err(py)
+}
+
+/// Whether `s` is a URL packread reads from object storage (`s3://`, `gs://`, `az://`,
+/// `abfs://`, `http(s)://`).
+///
+/// >>> is_url("s3://bucket/key"), is_url("/data/train.h5")
+/// (True, False)
+#[pyfunction]
+fn is_url(s: &str) -> bool {
+    crate::remote::is_url(s)
+}

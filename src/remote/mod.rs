@@ -1,0 +1,612 @@
+//! Objects in object storage (S3, GCS, Azure Blob, HTTP(S)) as a byte source beside local
+//! files: the formats describe where a batch's bytes are exactly as for a local file, and the
+//! executor fetches them by ranged requests, merged ([`COALESCE`]) and many in flight at once
+//! ([`IN_FLIGHT`]), on the process's one tokio runtime ([`runtime`]).
+//!
+//! Opening reads the metadata each format needs (the ZIP end records and central directory,
+//! NPY headers, libhdf5's superblock, object headers and chunk index) through
+//! [`RemoteFile::read_meta`], which serves it from blocks of [`META_BLOCK`] bytes and records
+//! every range read; [`index_cache`] keeps those ranges on disk, keyed by URL, ETag and size,
+//! so the next open of the same object (every DataLoader worker among them) makes no
+//! metadata request.
+//!
+//! Every request names the ETag the object had when it was opened (`If-Match`) and its
+//! answer is checked against it and the size: an object replaced while it is read is an
+//! error, never a mix of old and new bytes.
+
+pub(crate) mod errors;
+pub mod index_cache;
+pub(crate) mod runtime;
+pub mod store;
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use object_store::{GetOptions, GetRange, ObjectMeta};
+
+use crate::batch::source::{Coalesce, Source};
+use crate::error::{Error, ErrorKind, Result};
+use errors::{changed, classify};
+pub use index_cache::IndexCache;
+pub use store::{glob, has_glob, is_url, StoreOptions};
+use store::{locate, Located};
+
+/// How a batch's ranges of one object are merged: ranges at most `gap` apart are fetched as
+/// one request, up to `max_len` bytes. Measured on loopback with 20 ms added (benches/
+/// test_bench_remote.py): a request costs a round trip, and 256 KiB moves in well under one,
+/// so fetching up to that much unused to save a request pays; merged requests longer than
+/// 8 MiB only serialise what parallel requests would fetch at once.
+pub const COALESCE: Coalesce = Coalesce {
+    gap: 256 << 10,
+    max_len: 8 << 20,
+};
+
+/// Requests of one batch in flight at once.
+pub const IN_FLIGHT: usize = 32;
+
+/// Metadata reads are served from blocks of this many bytes: libhdf5 reads a file's
+/// metadata a few hundred bytes at a time, mostly close together.
+pub const META_BLOCK: u64 = 256 << 10;
+
+/// Metadata blocks kept per object.
+const META_BLOCKS_KEPT: usize = 64;
+
+/// What the object was when it was opened: every later answer must agree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectStamp {
+    /// Length in bytes.
+    pub len: u64,
+    /// The ETag, when the server gives one.
+    pub etag: Option<String>,
+}
+
+impl ObjectStamp {
+    fn of(meta: &ObjectMeta) -> ObjectStamp {
+        ObjectStamp {
+            len: meta.size,
+            etag: meta.e_tag.clone(),
+        }
+    }
+}
+
+/// Counts of what was fetched (for benchmarks and `stats()`).
+#[derive(Debug, Default)]
+pub struct Fetched {
+    /// Requests made.
+    pub requests: AtomicU64,
+    /// Bytes received.
+    pub bytes: AtomicU64,
+}
+
+/// One object, opened: its URL, what it was when opened, and the client that reads it (made
+/// again in a forked child, whose inherited connections belong to the parent).
+pub struct RemoteFile {
+    url: String,
+    options: StoreOptions,
+    stamp: ObjectStamp,
+    client: Mutex<Option<(u32, Arc<Located>)>>,
+    /// Metadata blocks fetched, most recently used last.
+    blocks: Mutex<Vec<(u64, Bytes)>>,
+    index: Option<IndexCache>,
+    fetched: Arc<Fetched>,
+    /// The last failed metadata read, for parsers that only see "cannot read" (see
+    /// [`RemoteFile::take_failure`]).
+    failure: Mutex<Option<Error>>,
+}
+
+/// Where an open fetches its first bytes (with the object's size and ETag in the same
+/// answer, so no separate HEAD request is made).
+#[derive(Debug, Clone, Copy)]
+pub enum FirstRead {
+    /// The first `n` bytes (NPY headers, HDF5 superblocks).
+    Head(u64),
+    /// The last `n` bytes (a ZIP archive's end records and directory).
+    Tail(u64),
+}
+
+impl FirstRead {
+    fn range(self) -> GetRange {
+        match self {
+            FirstRead::Head(n) => GetRange::Bounded(0..n.max(1)),
+            FirstRead::Tail(n) => GetRange::Suffix(n.max(1)),
+        }
+    }
+}
+
+impl RemoteFile {
+    /// Opens the object at `url`: one request, for its first or last bytes (`first`), which
+    /// also tells its size and ETag. With an index cache, metadata recorded for this very
+    /// object (same URL, ETag and size) is served from it.
+    pub fn open(
+        url: &str,
+        options: StoreOptions,
+        first: FirstRead,
+        cache: Option<&std::path::Path>,
+    ) -> Result<RemoteFile> {
+        let located = Arc::new(locate(url, &options)?);
+        let fetched = Arc::new(Fetched::default());
+        let (meta, at, bytes) = get(&located, url, first.range(), None, &fetched)?;
+        let stamp = ObjectStamp::of(&meta);
+        let file = RemoteFile::with_stamp(url, options, stamp, cache, fetched, located);
+        if !bytes.is_empty() {
+            file.remember_block(at, bytes);
+        }
+        Ok(file)
+    }
+
+    /// The object opened before as `stamp` (a reader unpickled in a worker): no request is
+    /// made until a read, and every read checks the object is still what `stamp` says.
+    pub fn restore(
+        url: &str,
+        options: StoreOptions,
+        stamp: ObjectStamp,
+        cache: Option<&std::path::Path>,
+    ) -> Result<RemoteFile> {
+        let located = Arc::new(locate(url, &options)?);
+        Ok(RemoteFile::with_stamp(
+            url,
+            options,
+            stamp,
+            cache,
+            Arc::default(),
+            located,
+        ))
+    }
+
+    fn with_stamp(
+        url: &str,
+        options: StoreOptions,
+        stamp: ObjectStamp,
+        cache: Option<&std::path::Path>,
+        fetched: Arc<Fetched>,
+        located: Arc<Located>,
+    ) -> RemoteFile {
+        let index = cache.map(|dir| IndexCache::load(dir, url, &stamp));
+        RemoteFile {
+            url: url.to_string(),
+            options,
+            stamp,
+            client: Mutex::new(Some((std::process::id(), located))),
+            blocks: Mutex::new(Vec::new()),
+            index,
+            fetched,
+            failure: Mutex::new(None),
+        }
+    }
+
+    /// The error of the last metadata read that failed, once: a parser reading through
+    /// [`crate::batch::source::MetaReader`] sees an `io::Error` with its text only, and the
+    /// caller recovers the request's own error (its kind, the URL, the status) here.
+    pub fn take_failure(&self) -> Option<Error> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
+    /// The URL the object was opened by.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The options its client was made with.
+    pub fn options(&self) -> &StoreOptions {
+        &self.options
+    }
+
+    /// The index cache's folder, if it has one.
+    pub fn cache_dir(&self) -> Option<&std::path::Path> {
+        self.index.as_ref().map(|i| i.dir())
+    }
+
+    /// Its size and ETag when opened.
+    pub fn stamp(&self) -> &ObjectStamp {
+        &self.stamp
+    }
+
+    /// Its length in bytes when opened.
+    pub fn len(&self) -> u64 {
+        self.stamp.len
+    }
+
+    /// Whether it was empty.
+    pub fn is_empty(&self) -> bool {
+        self.stamp.len == 0
+    }
+
+    /// Requests made and bytes received so far.
+    pub fn fetched(&self) -> (u64, u64) {
+        (
+            self.fetched.requests.load(Ordering::Relaxed),
+            self.fetched.bytes.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Whether the metadata read so far all came from the index cache.
+    pub fn index_hit(&self) -> bool {
+        self.index.as_ref().is_some_and(|i| i.was_hit())
+    }
+
+    /// Writes the metadata ranges read since opening to the index cache (when there is one
+    /// and they are new); call once the format has read what it needs.
+    pub fn save_index(&self) {
+        if let Some(index) = &self.index {
+            index.save();
+        }
+    }
+
+    /// This process's client (made again after a fork).
+    fn client(&self) -> Result<Arc<Located>> {
+        let pid = std::process::id();
+        let mut slot = self.client.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((owner, c)) = &*slot {
+            if *owner == pid {
+                return Ok(c.clone());
+            }
+            // The parent's client is left as it is (leaked): its connections are the
+            // parent's, and dropping them here could close the parent's sockets' state.
+            std::mem::forget(slot.take());
+        }
+        let c = Arc::new(locate(&self.url, &self.options)?);
+        *slot = Some((pid, c.clone()));
+        Ok(c)
+    }
+
+    fn check_range(&self, offset: u64, len: usize) -> Result<Range<u64>> {
+        let end = offset.checked_add(len as u64);
+        match end {
+            Some(end) if end <= self.stamp.len => Ok(offset..end),
+            _ => Err(Error::new(
+                ErrorKind::Changed,
+                &self.url,
+                format!(
+                    "read of {len} bytes at offset {offset} runs past the end of the {}-byte object",
+                    self.stamp.len
+                ),
+            )),
+        }
+    }
+
+    /// Fetches `range`, checked against the stamp.
+    fn fetch(&self, range: Range<u64>) -> Result<Bytes> {
+        let client = self.client()?;
+        let want = range.end - range.start;
+        let (meta, _, bytes) = get(
+            &client,
+            &self.url,
+            GetRange::Bounded(range),
+            self.stamp.etag.clone(),
+            &self.fetched,
+        )?;
+        self.check_answer(&meta, bytes.len() as u64, want)?;
+        Ok(bytes)
+    }
+
+    fn check_answer(&self, meta: &ObjectMeta, got: u64, want: u64) -> Result<()> {
+        let now = ObjectStamp::of(meta);
+        if now.len != self.stamp.len {
+            return Err(changed(
+                &self.url,
+                &format!("it was {} bytes, now {}", self.stamp.len, now.len),
+            ));
+        }
+        if self.stamp.etag.is_some() && now.etag.is_some() && now.etag != self.stamp.etag {
+            return Err(changed(&self.url, "its ETag changed"));
+        }
+        if got != want {
+            return Err(Error::new(
+                ErrorKind::Io,
+                &self.url,
+                format!("the server sent {got} bytes for a {want}-byte range"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads metadata (what a format parses at open, or libhdf5 asks for): from the index
+    /// cache when it holds the range, else from a cached block, else by fetching the block
+    /// around it. Every range read is recorded for the index cache.
+    pub fn read_meta(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let range = self.check_range(offset, buf.len())?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        if let Some(index) = &self.index {
+            if index.read(offset, buf) {
+                return Ok(());
+            }
+        }
+        if !self.from_blocks(offset, buf) {
+            let start = offset - offset % META_BLOCK;
+            let end = range
+                .end
+                .div_ceil(META_BLOCK)
+                .saturating_mul(META_BLOCK)
+                .min(self.stamp.len)
+                .max(range.end);
+            let bytes = self.fetch(start..end).map_err(|e| {
+                let copy = Error::new(e.kind(), e.location(), e.message());
+                *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                copy
+            })?;
+            let at = (offset - start) as usize;
+            buf.copy_from_slice(&bytes[at..at + buf.len()]);
+            self.remember_block(start, bytes);
+        }
+        if let Some(index) = &self.index {
+            index.record(offset, buf);
+        }
+        Ok(())
+    }
+
+    fn from_blocks(&self, offset: u64, buf: &mut [u8]) -> bool {
+        let mut blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
+        let end = offset + buf.len() as u64;
+        let hit = blocks
+            .iter()
+            .rposition(|(s, b)| *s <= offset && end <= s + b.len() as u64);
+        match hit {
+            Some(i) => {
+                let (s, b) = blocks.remove(i);
+                let at = (offset - s) as usize;
+                buf.copy_from_slice(&b[at..at + buf.len()]);
+                blocks.push((s, b));
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn remember_block(&self, start: u64, bytes: Bytes) {
+        let mut blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
+        if blocks.len() >= META_BLOCKS_KEPT {
+            blocks.remove(0);
+        }
+        blocks.push((start, bytes));
+    }
+}
+
+/// One GET of `range` of `url` (with `If-Match: etag` when given): the object's metadata as
+/// the answer tells it, where the bytes start, and the bytes.
+fn get(
+    located: &Arc<Located>,
+    url: &str,
+    range: GetRange,
+    etag: Option<String>,
+    fetched: &Arc<Fetched>,
+) -> Result<(ObjectMeta, u64, Bytes)> {
+    let located = located.clone();
+    let url = url.to_string();
+    let fetched = fetched.clone();
+    runtime::block_on(async move { fetch_async(&located, &url, range, etag, &fetched).await })
+}
+
+async fn fetch_async(
+    located: &Located,
+    url: &str,
+    range: GetRange,
+    etag: Option<String>,
+    fetched: &Fetched,
+) -> Result<(ObjectMeta, u64, Bytes)> {
+    let options = GetOptions {
+        if_match: etag,
+        range: Some(range),
+        ..GetOptions::default()
+    };
+    fetched.requests.fetch_add(1, Ordering::Relaxed);
+    let result = located
+        .store
+        .get_opts(&located.path, options)
+        .await
+        .map_err(|e| classify(url, e))?;
+    let (meta, start) = (result.meta.clone(), result.range.start);
+    let bytes = result.bytes().await.map_err(|e| classify(url, e))?;
+    fetched
+        .bytes
+        .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+    Ok((meta, start, bytes))
+}
+
+impl Source for RemoteFile {
+    fn read_at(&self, _file: u32, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let range = self.check_range(offset, buf.len())?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let bytes = self.fetch(range)?;
+        buf.copy_from_slice(&bytes);
+        Ok(())
+    }
+
+    fn name(&self, _file: u32) -> String {
+        self.url.clone()
+    }
+
+    fn coalesce(&self) -> Option<Coalesce> {
+        Some(COALESCE)
+    }
+
+    fn read_ranges(&self, ranges: &[(u32, u64, usize)]) -> Vec<Result<Bytes>> {
+        fetch_all(ranges.iter().map(|&(_, offset, len)| (self, offset, len)))
+    }
+}
+
+/// A request ready to go: the range's place, its object's client, URL, ETag and counters, and
+/// the range.
+type Request = (
+    usize,
+    Arc<Located>,
+    String,
+    Option<String>,
+    Arc<Fetched>,
+    Range<u64>,
+);
+
+/// Fetches `(object, offset, len)` ranges, up to [`IN_FLIGHT`] requests at once, each result
+/// in its range's place, each checked against its object's stamp.
+fn fetch_all<'a>(items: impl Iterator<Item = (&'a RemoteFile, u64, usize)>) -> Vec<Result<Bytes>> {
+    let mut out: Vec<Result<Bytes>> = Vec::new();
+    let mut wanted: Vec<Request> = Vec::new();
+    let mut files: Vec<&RemoteFile> = Vec::new();
+    for (k, (file, offset, len)) in items.enumerate() {
+        files.push(file);
+        let request = file.check_range(offset, len).and_then(|r| {
+            if r.is_empty() {
+                return Ok(None);
+            }
+            let client = file.client()?;
+            Ok(Some((
+                k,
+                client,
+                file.url.clone(),
+                file.stamp.etag.clone(),
+                file.fetched.clone(),
+                r,
+            )))
+        });
+        match request {
+            Ok(Some(req)) => {
+                wanted.push(req);
+                out.push(Ok(Bytes::new()));
+            }
+            Ok(None) => out.push(Ok(Bytes::new())),
+            Err(e) => out.push(Err(e)),
+        }
+    }
+    if wanted.is_empty() {
+        return out;
+    }
+    let answers = runtime::block_on(async move {
+        use futures::StreamExt;
+        Ok(futures::stream::iter(wanted)
+            .map(|(k, client, url, etag, fetched, r)| async move {
+                let want = r.end - r.start;
+                let got = fetch_async(&client, &url, GetRange::Bounded(r), etag, &fetched).await;
+                (k, want, got)
+            })
+            .buffer_unordered(IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await)
+    });
+    match answers {
+        Ok(answers) => {
+            for (k, want, got) in answers {
+                out[k] = got.and_then(|(meta, _, bytes)| {
+                    files[k].check_answer(&meta, bytes.len() as u64, want)?;
+                    Ok(bytes)
+                });
+            }
+        }
+        Err(e) => {
+            // No request could be made: every range fails the same way.
+            for slot in out.iter_mut().filter(|s| s.is_ok()) {
+                *slot = Err(Error::new(e.kind(), e.location(), e.message()));
+            }
+        }
+    }
+    out
+}
+
+/// Many objects read as one source, file `i` being `files[i]` (a list of `.npy` objects).
+pub struct RemoteSet {
+    files: Vec<Arc<RemoteFile>>,
+}
+
+impl RemoteSet {
+    /// The set of `files`, numbered in order.
+    pub fn new(files: Vec<Arc<RemoteFile>>) -> RemoteSet {
+        RemoteSet { files }
+    }
+
+    /// The objects, by file number.
+    pub fn files(&self) -> &[Arc<RemoteFile>] {
+        &self.files
+    }
+}
+
+impl Source for RemoteSet {
+    fn read_at(&self, file: u32, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.files[file as usize].read_at(0, offset, buf)
+    }
+
+    fn name(&self, file: u32) -> String {
+        self.files[file as usize].url.clone()
+    }
+
+    fn coalesce(&self) -> Option<Coalesce> {
+        Some(COALESCE)
+    }
+
+    fn read_ranges(&self, ranges: &[(u32, u64, usize)]) -> Vec<Result<Bytes>> {
+        fetch_all(
+            ranges
+                .iter()
+                .map(|&(file, offset, len)| (&*self.files[file as usize], offset, len)),
+        )
+    }
+}
+
+/// Opens many objects at once ([`IN_FLIGHT`] requests in flight), each as
+/// [`RemoteFile::open`] does; with `stamps`, as [`RemoteFile::restore`] does (no request).
+pub fn open_many(
+    urls: &[String],
+    options: &StoreOptions,
+    first: FirstRead,
+    cache: Option<&std::path::Path>,
+    stamps: Option<Vec<ObjectStamp>>,
+) -> Result<Vec<RemoteFile>> {
+    if let Some(stamps) = stamps {
+        return urls
+            .iter()
+            .zip(stamps)
+            .map(|(u, s)| RemoteFile::restore(u, options.clone(), s, cache))
+            .collect();
+    }
+    let located: Vec<Arc<Located>> = urls
+        .iter()
+        .map(|u| locate(u, options).map(Arc::new))
+        .collect::<Result<_>>()?;
+    let range = first.range();
+    let jobs: Vec<(usize, Arc<Located>, String)> = located
+        .iter()
+        .zip(urls)
+        .enumerate()
+        .map(|(k, (l, u))| (k, l.clone(), u.clone()))
+        .collect();
+    let mut answers = runtime::block_on(async move {
+        use futures::StreamExt;
+        Ok(futures::stream::iter(jobs)
+            .map(|(k, l, u)| {
+                let range = range.clone();
+                async move {
+                    let fetched = Arc::new(Fetched::default());
+                    let got = fetch_async(&l, &u, range, None, &fetched).await;
+                    (k, fetched, got)
+                }
+            })
+            .buffer_unordered(IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await)
+    })?;
+    answers.sort_by_key(|(k, _, _)| *k);
+    answers
+        .into_iter()
+        .map(|(k, fetched, got)| {
+            let (meta, at, bytes) = got?;
+            let file = RemoteFile::with_stamp(
+                &urls[k],
+                options.clone(),
+                ObjectStamp::of(&meta),
+                cache,
+                fetched,
+                located[k].clone(),
+            );
+            if !bytes.is_empty() {
+                file.remember_block(at, bytes);
+            }
+            Ok(file)
+        })
+        .collect()
+}
