@@ -9,7 +9,7 @@ import json
 import os
 import posixpath
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Union
 
 import numpy as np
@@ -19,6 +19,7 @@ from ._common import Indices, PendingBatch, as_indices, check_num_threads
 from ._hdf5 import HDF5Reader
 from ._open import HDF5_SUFFIXES, sniff
 from ._reader import ArrayReader, Out
+from ._remote import is_url, open_remote
 from ._shards import is_shard_source, sharded
 from .errors import InvalidArgumentError, MissingKeyError
 
@@ -225,8 +226,11 @@ class ImageReader(ArrayReader):
         max_pixels: int = DEFAULT_MAX_PIXELS,
         ragged: str = "list",
         draft: bool = False,
+        storage_options: Mapping[str, Any] | None = None,
+        index_cache: bool | str | os.PathLike[str] = True,
     ) -> None:
         path = os.fspath(source)
+        remote = is_url(path)
         self._options: dict[str, Any] = {
             "members": members if members is None or isinstance(members, str) else list(members),
             "dataset": dataset,
@@ -247,6 +251,8 @@ class ImageReader(ArrayReader):
             "max_pixels": max_pixels,
             "ragged": ragged,
             "draft": draft,
+            "storage_options": storage_options,
+            "index_cache": index_cache,
         }
         hw = None if size is None else _size(size)
         if ragged not in ("list", "flat"):
@@ -288,8 +294,17 @@ class ImageReader(ArrayReader):
         hdf5 = None
         positions: list[int] = []
         paths: list[str] = []
-        is_hdf5 = not os.path.isdir(path) and (
-            path.lower().endswith(HDF5_SUFFIXES) or sniff(path) == "hdf5"
+        if remote:
+            is_hdf5 = path.lower().endswith(HDF5_SUFFIXES)
+        else:
+            is_hdf5 = not os.path.isdir(path) and (
+                path.lower().endswith(HDF5_SUFFIXES) or sniff(path) == "hdf5"
+            )
+        # An object's first request: the HDF5 file's head, or the archive's tail.
+        src: Any = (
+            open_remote(path, storage_options, tail=not is_hdf5, index_cache=index_cache)
+            if remote
+            else path
         )
         if dataset is not None and not is_hdf5:
             raise InvalidArgumentError(
@@ -302,17 +317,17 @@ class ImageReader(ArrayReader):
                 )
             if members is not None:
                 raise InvalidArgumentError("members= selects ZIP members; an HDF5 file has none")
-            hdf5 = _packread.HDF5File(path, [dataset], check_num_threads(num_threads))
+            hdf5 = _packread.HDF5File(src, [dataset], check_num_threads(num_threads))
             count = len(hdf5)
             names = [f"{dataset.lstrip('/')}[{k}]" for k in range(count)]
             if isinstance(labels, str):
-                self.labels = _labels_from_hdf5(path, labels, count)
+                self.labels = _labels_from_hdf5(src, labels, count)
                 self.label_source = f"hdf5:{labels}"
             elif labels not in (None, False):
                 raise InvalidArgumentError(
                     "labels= names an HDF5 dataset of integer labels, one a row"
                 )
-        elif os.path.isdir(path):
+        elif not remote and os.path.isdir(path):
             if members is not None:
                 raise InvalidArgumentError("members= selects ZIP members; a folder has none")
             paths, self.classes, self.labels = _folder_tree(path)
@@ -320,7 +335,7 @@ class ImageReader(ArrayReader):
             names = paths
         else:
             archive = _packread.ZipArchive(
-                path, True, MAX_IMAGE_BYTES, 1 << 20, check_num_threads(num_threads)
+                src, True, MAX_IMAGE_BYTES, 1 << 20, check_num_threads(num_threads)
             )
             all_names = list(archive.names())
             if members is None:
@@ -503,9 +518,11 @@ class ImageReader(ArrayReader):
         return self._path
 
 
-def _labels_from_hdf5(path: str, name: str, count: int) -> np.ndarray:
-    """The integer dataset ``name`` of ``path`` as int64, one label per image."""
-    reader = HDF5Reader(path, name)
+def _labels_from_hdf5(src: Any, name: str, count: int) -> np.ndarray:
+    """The integer dataset ``name`` of ``src`` (a path or an opened object) as int64, one
+    label per image."""
+    reader = HDF5Reader(src, name)
+    path = reader.path
     if reader.dtype.kind not in "iu" or reader.shape != ():
         raise InvalidArgumentError(
             f"{path}:{name}: labels must be one integer a row, not {reader.dtype} x {reader.shape}"

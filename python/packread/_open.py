@@ -10,6 +10,7 @@ from typing import Any, Union
 from ._common import BatchReader, expand_paths
 from ._hdf5 import HDF5Reader
 from ._npy import NpyReader
+from ._remote import is_url
 from ._zip import NpzReader, ZipReader
 from .errors import InvalidArgumentError, PackreadFileNotFoundError, PackreadTypeError
 
@@ -119,6 +120,8 @@ def source_kind(source: Any) -> tuple[str, Any]:
     NPZ."""
     if isinstance(source, (list, tuple)):
         files = [os.fspath(p) for p in source]
+        if any(is_url(f) for f in files) and not all(is_url(f) for f in files):
+            raise InvalidArgumentError("a list source holds either URLs or local paths, not both")
         if not files:
             raise InvalidArgumentError("source is an empty list of files")
         suffixes = {os.path.splitext(f)[1].lower() for f in files}
@@ -135,6 +138,16 @@ def source_kind(source: Any) -> tuple[str, Any]:
             f"not {sorted(suffixes)}"
         )
     path = os.fspath(source)
+    if is_url(path):
+        # An object (or a glob over a listing): told by its suffix, the readers open it.
+        lower = path.lower()
+        for suffixes, kind in ((HDF5_SUFFIXES, "hdf5"), ((".zip",), "zip"), ((".npy",), "npy")):
+            if lower.endswith(suffixes):
+                return kind, path
+        raise InvalidArgumentError(
+            f"{path}: cannot tell the format of an object from its name (expected .h5/.hdf5, "
+            ".zip or .npy); pass a reader instead"
+        )
     if os.path.isdir(path):
         names = os.listdir(path)
         has_npy = any(n.endswith(".npy") for n in names)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import copyreg
 import os
-from glob import has_magic as glob_magic
 from collections.abc import Mapping
+from glob import has_magic as glob_magic
 from pathlib import Path
 from typing import Any
 

@@ -79,10 +79,8 @@ def shard_paths(src: Any, storage_options: Any = None) -> list[str]:
             raise PackreadTypeError("shards are paths given as str or os.PathLike")
         return paths
     pattern = os.fspath(src)
-    if is_url(pattern):
-        paths = remote_glob(pattern, storage_options)
-    else:
-        paths = sorted(glob.glob(pattern))
+    # An object store's listing, or the file system.
+    paths = remote_glob(pattern, storage_options) if is_url(pattern) else sorted(glob.glob(pattern))
     if not paths:
         raise PackreadFileNotFoundError(f"{pattern}: the pattern matches no files")
     return paths

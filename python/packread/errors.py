@@ -24,6 +24,7 @@ __all__ = [
     "PackreadIsADirectoryError",
     "PackreadOSError",
     "PackreadPermissionError",
+    "PackreadTimeoutError",
     "PackreadTypeError",
     "ReaderClosedError",
     "UnsupportedError",
@@ -54,7 +55,12 @@ class PackreadIsADirectoryError(PackreadOSError, IsADirectoryError):
 
 
 class PackreadPermissionError(PackreadOSError, PermissionError):
-    """A file may not be read."""
+    """A file may not be read (an object: access denied, with the HTTP status)."""
+
+
+class PackreadTimeoutError(PackreadOSError, TimeoutError):
+    """An object in object storage could not be read in time: its requests timed out and the
+    retries ran out."""
 
 
 class NpyFormatError(PackreadError, ValueError):

@@ -22,6 +22,7 @@ pub(super) fn to_py(py: Python<'_>, err: Error) -> PyErr {
             Some(io::ErrorKind::NotFound) => "PackreadFileNotFoundError",
             Some(io::ErrorKind::IsADirectory) => "PackreadIsADirectoryError",
             Some(io::ErrorKind::PermissionDenied) => "PackreadPermissionError",
+            Some(io::ErrorKind::TimedOut) => "PackreadTimeoutError",
             _ => "PackreadOSError",
         },
         ErrorKind::Changed => "PackreadOSError",

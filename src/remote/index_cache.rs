@@ -15,7 +15,7 @@ use bytes::Bytes;
 
 use super::ObjectStamp;
 
-const MAGIC: &[u8] = b"packread-index 1\n";
+const MAGIC: &[u8] = b"packread-index 2\n";
 
 /// Entries larger than this are not written (metadata is far smaller).
 const MAX_ENTRY_BYTES: usize = 256 << 20;
@@ -29,6 +29,10 @@ pub struct IndexCache {
     loaded: Vec<(u64, Bytes)>,
     /// Ranges read from the object since it was opened.
     new: Mutex<Vec<(u64, Vec<u8>)>>,
+    /// What the formats parsed from the metadata (an HDF5 dataset's chunk table), by name:
+    /// from disk, and put since.
+    blobs: Vec<(String, Bytes)>,
+    new_blobs: Mutex<Vec<(String, Vec<u8>)>>,
     hit: AtomicBool,
     missed: AtomicBool,
     /// Set once saved: reads after the open (data libhdf5 reads itself) are not metadata.
@@ -55,7 +59,7 @@ impl IndexCache {
         let path = dir
             .join("index")
             .join(format!("{:016x}.pridx", fnv1a(&key)));
-        let loaded = std::fs::read(&path)
+        let (loaded, blobs) = std::fs::read(&path)
             .ok()
             .and_then(|bytes| parse(&bytes, &key))
             .unwrap_or_default();
@@ -65,6 +69,8 @@ impl IndexCache {
             key,
             loaded,
             new: Mutex::new(Vec::new()),
+            blobs,
+            new_blobs: Mutex::new(Vec::new()),
             hit: AtomicBool::new(false),
             missed: AtomicBool::new(false),
             saved: AtomicBool::new(false),
@@ -108,6 +114,29 @@ impl IndexCache {
             .push((offset, bytes.to_vec()));
     }
 
+    /// What a format put under `name` when this object was opened before.
+    pub fn blob(&self, name: &str) -> Option<Bytes> {
+        let found = self
+            .blobs
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, b)| b.clone());
+        if found.is_some() {
+            self.hit.store(true, Ordering::Relaxed);
+        }
+        found
+    }
+
+    /// Keeps `bytes` under `name` for the next open (saved with the ranges).
+    pub fn put_blob(&self, name: &str, bytes: Vec<u8>) {
+        if !self.saved.load(Ordering::Relaxed) {
+            self.new_blobs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((name.to_string(), bytes));
+        }
+    }
+
     /// Whether every metadata read so far came from disk.
     pub fn was_hit(&self) -> bool {
         self.hit.load(Ordering::Relaxed) && !self.missed.load(Ordering::Relaxed)
@@ -118,8 +147,19 @@ impl IndexCache {
     pub fn save(&self) {
         self.saved.store(true, Ordering::Relaxed);
         let new = std::mem::take(&mut *self.new.lock().unwrap_or_else(|e| e.into_inner()));
-        if new.is_empty() {
+        let new_blobs =
+            std::mem::take(&mut *self.new_blobs.lock().unwrap_or_else(|e| e.into_inner()));
+        if new.is_empty() && new_blobs.is_empty() {
             return;
+        }
+        let mut blobs: Vec<(&str, &[u8])> = new_blobs
+            .iter()
+            .map(|(n, b)| (n.as_str(), &b[..]))
+            .collect();
+        for (n, b) in &self.blobs {
+            if !blobs.iter().any(|(m, _)| m == n) {
+                blobs.push((n, b));
+            }
         }
         let mut all: Vec<(u64, &[u8])> = self
             .loaded
@@ -129,7 +169,11 @@ impl IndexCache {
             .collect();
         all.sort_by_key(|(s, b)| (*s, std::cmp::Reverse(b.len())));
         all.dedup_by(|b, a| a.0 <= b.0 && b.0 + b.1.len() as u64 <= a.0 + a.1.len() as u64);
-        let total: usize = all.iter().map(|(_, b)| b.len() + 12).sum();
+        let total: usize = all.iter().map(|(_, b)| b.len() + 12).sum::<usize>()
+            + blobs
+                .iter()
+                .map(|(n, b)| n.len() + b.len() + 16)
+                .sum::<usize>();
         if total > MAX_ENTRY_BYTES {
             return;
         }
@@ -141,6 +185,13 @@ impl IndexCache {
         for (s, b) in &all {
             out.extend_from_slice(&s.to_le_bytes());
             out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+            out.extend_from_slice(b);
+        }
+        out.extend_from_slice(&(blobs.len() as u64).to_le_bytes());
+        for (n, b) in &blobs {
+            out.extend_from_slice(&(n.len() as u64).to_le_bytes());
+            out.extend_from_slice(n.as_bytes());
+            out.extend_from_slice(&(b.len() as u64).to_le_bytes());
             out.extend_from_slice(b);
         }
         let _ = write_atomic(&self.path, &out);
@@ -161,9 +212,12 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
-/// The ranges of an entry whose key is `key`; `None` if it is another object's, damaged or
-/// cut short.
-fn parse(bytes: &[u8], key: &[u8]) -> Option<Vec<(u64, Bytes)>> {
+/// What an entry holds: its ranges, by offset, and its named blobs.
+type Entry = (Vec<(u64, Bytes)>, Vec<(String, Bytes)>);
+
+/// The ranges and blobs of an entry whose key is `key`; `None` if it is another object's,
+/// damaged or cut short.
+fn parse(bytes: &[u8], key: &[u8]) -> Option<Entry> {
     let mut rest = bytes.strip_prefix(MAGIC)?;
     let mut take = |n: usize| -> Option<&[u8]> {
         let (head, tail) = (rest.get(..n)?, rest.get(n..)?);
@@ -182,11 +236,19 @@ fn parse(bytes: &[u8], key: &[u8]) -> Option<Vec<(u64, Bytes)>> {
         let len = u32::from_le_bytes(take(4)?.try_into().expect("4 bytes")) as usize;
         ranges.push((start, Bytes::copy_from_slice(take(len)?)));
     }
+    let count = u64_of(take(8)?);
+    let mut blobs = Vec::new();
+    for _ in 0..count {
+        let name_len = usize::try_from(u64_of(take(8)?)).ok()?;
+        let name = String::from_utf8(take(name_len)?.to_vec()).ok()?;
+        let len = usize::try_from(u64_of(take(8)?)).ok()?;
+        blobs.push((name, Bytes::copy_from_slice(take(len)?)));
+    }
     if !rest.is_empty() {
         return None;
     }
     ranges.sort_by_key(|(s, _)| *s);
-    Some(ranges)
+    Some((ranges, blobs))
 }
 
 #[cfg(test)]
@@ -206,6 +268,7 @@ mod tests {
         let c = IndexCache::load(dir.path(), "s3://b/k", &stamp("\"a\""));
         c.record(10, b"hello");
         c.record(100, b"world!");
+        c.put_blob("chunks:/x", vec![1, 2, 3]);
         c.save();
         let again = IndexCache::load(dir.path(), "s3://b/k", &stamp("\"a\""));
         let mut buf = [0u8; 3];
@@ -214,6 +277,8 @@ mod tests {
         assert!(again.read(101, &mut buf));
         assert_eq!(&buf, b"orl");
         assert!(!again.read(13, &mut buf), "runs past the recorded range");
+        assert_eq!(&again.blob("chunks:/x").unwrap()[..], &[1, 2, 3]);
+        assert!(again.blob("chunks:/y").is_none());
         assert!(again.was_hit());
         // A new ETag (the object was replaced) finds nothing.
         let other = IndexCache::load(dir.path(), "s3://b/k", &stamp("\"b\""));

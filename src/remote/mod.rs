@@ -224,6 +224,11 @@ impl RemoteFile {
         )
     }
 
+    /// The object's entry in the index cache, when there is one.
+    pub fn index_cache(&self) -> Option<&IndexCache> {
+        self.index.as_ref()
+    }
+
     /// Whether the metadata read so far all came from the index cache.
     pub fn index_hit(&self) -> bool {
         self.index.as_ref().is_some_and(|i| i.was_hit())

@@ -29,6 +29,7 @@ use super::vlen::{vlen_of, Vlen};
 use crate::dtype::literal::Literal;
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::remote::IndexCache;
 
 /// One filter of a dataset's pipeline, in the order it was applied when writing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -285,6 +286,7 @@ pub(super) unsafe fn dataset_meta(
     location: &str,
     file_len: u64,
     facts: FileFacts,
+    index: Option<&IndexCache>,
 ) -> Result<DatasetMeta> {
     // SAFETY: the caller's contract (see `# Safety`): valid libhdf5 ids, its lock held.
     unsafe {
@@ -363,7 +365,9 @@ pub(super) unsafe fn dataset_meta(
                     Layout::Contiguous { addr: Some(addr) }
                 }
             }
-            H5D_layout_t::H5D_CHUNKED => chunked(ds, dcpl.0, &shape, itemsize, &at, file_len)?,
+            H5D_layout_t::H5D_CHUNKED => {
+                chunked(ds, dcpl.0, &shape, itemsize, &at, file_len, index)?
+            }
             H5D_layout_t::H5D_COMPACT => Layout::Other("compact layout".into()),
             other => Layout::Other(format!("{other:?} layout")),
         };
@@ -440,6 +444,39 @@ unsafe fn fill_value(dcpl: hid_t, ftype: hid_t, itemsize: usize, at: &str) -> Re
     }
 }
 
+/// A chunk table as bytes: per chunk its linear position, address, size (u64 each) and
+/// filter mask (u32), little-endian.
+fn encode_chunks(chunks: &HashMap<u64, ChunkLoc>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(chunks.len() * 28);
+    for (linear, c) in chunks {
+        out.extend_from_slice(&linear.to_le_bytes());
+        out.extend_from_slice(&c.addr.to_le_bytes());
+        out.extend_from_slice(&c.size.to_le_bytes());
+        out.extend_from_slice(&c.mask.to_le_bytes());
+    }
+    out
+}
+
+/// [`encode_chunks`] undone; `None` if the bytes are not a whole table.
+fn decode_chunks(bytes: &[u8]) -> Option<HashMap<u64, ChunkLoc>> {
+    if bytes.len() % 28 != 0 {
+        return None;
+    }
+    let u64_at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8"));
+    let mut chunks = HashMap::with_capacity(bytes.len() / 28);
+    for rec in bytes.chunks_exact(28) {
+        let loc = ChunkLoc {
+            addr: u64_at(rec, 8),
+            size: u64_at(rec, 16),
+            mask: u32::from_le_bytes(rec[24..28].try_into().expect("4")),
+        };
+        if chunks.insert(u64_at(rec, 0), loc).is_some() {
+            return None;
+        }
+    }
+    Some(chunks)
+}
+
 struct ChunkVisit {
     chunk: Vec<u64>,
     grid: Vec<u64>,
@@ -454,6 +491,7 @@ unsafe fn chunked(
     itemsize: usize,
     at: &str,
     file_len: u64,
+    cache: Option<&IndexCache>,
 ) -> Result<Layout> {
     // SAFETY: the caller's contract (see `# Safety`): valid libhdf5 ids, its lock held.
     unsafe {
@@ -522,7 +560,16 @@ unsafe fn chunked(
             chunks: HashMap::new(),
             problem: None,
         };
-        if rank > 0 && shape.iter().all(|&d| d > 0) {
+        // A remote file opened before (same URL, ETag and size): its chunk table as it was
+        // found then, checked again below like one just read.
+        let blob_name = format!("chunks:{at}");
+        let cached = cache
+            .and_then(|c| c.blob(&blob_name))
+            .and_then(|b| decode_chunks(&b));
+        let from_cache = cached.is_some();
+        if let Some(chunks) = cached {
+            v.chunks = chunks;
+        } else if rank > 0 && shape.iter().all(|&d| d > 0) {
             let status = H5Dchunk_iter(
                 ds,
                 H5P_DEFAULT,
@@ -552,7 +599,7 @@ unsafe fn chunked(
         let searched =
             H5Dget_chunk_index_type(ds, &mut index) < 0 || matches!(index, V1_BTREE | V2_BTREE);
         v.chunks.retain(|&linear, loc| {
-            if !searched {
+            if !searched || from_cache {
                 return true;
             }
             let mut coords = vec![0 as hsize_t; rank];
@@ -594,6 +641,9 @@ unsafe fn chunked(
                 at,
                 format!("chunks at offsets {} and {} overlap", w[0].0, w[1].0),
             ));
+        }
+        if let (Some(c), false) = (cache, from_cache) {
+            c.put_blob(&blob_name, encode_chunks(&v.chunks));
         }
         Ok(Layout::Chunked {
             chunk: chunk[..rank].iter().map(|&c| c as usize).collect(),

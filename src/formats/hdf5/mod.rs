@@ -306,6 +306,10 @@ impl Hdf5File {
             Input::Remote(file) => (file.url().to_string(), Backing::Remote(file)),
         };
         let file_len = source.len();
+        let index = match &source {
+            Backing::Remote(r) => r.index_cache(),
+            _ => None,
+        };
         let (h5, image, metas, unreadable) = with_library(&location, || {
             let (h5, image) = match &source {
                 Backing::File(f) => (
@@ -374,7 +378,7 @@ impl Hdf5File {
                     })
                     // SAFETY: open dataset id, HDF5 lock held.
                     .and_then(|ds| unsafe {
-                        meta::dataset_meta(ds.id(), name, &location, file_len, facts)
+                        meta::dataset_meta(ds.id(), name, &location, file_len, facts, index)
                     });
                 metas.push(meta?);
             }
