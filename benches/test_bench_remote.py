@@ -38,7 +38,7 @@ import packread
 from packread.torch import PackDataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
-from support.objstore import FaultProxy, nginx_http  # noqa: E402
+from support.objstore import FaultProxy, nginx_http
 
 N = int(os.environ.get("PACKREAD_BENCH_REMOTE_N", "512"))
 LATENCY = 0.020

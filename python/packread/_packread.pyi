@@ -17,6 +17,7 @@ __all__ = [
     "PendingRead",
     "RaggedResult",
     "Reader",
+    "RemoteObject",
     "ShardSet",
     "SizedResult",
     "ZipArchive",
@@ -24,12 +25,15 @@ __all__ = [
     "epoch_order",
     "get_num_threads",
     "image_info",
+    "is_url",
     "load_npy_file",
     "load_npz_buffer",
     "load_npz_file",
     "open_npy",
+    "open_npy_remote",
     "open_npz",
     "parse_npy_buffer",
+    "remote_glob",
     "set_num_threads",
     "shard_order",
 ]
@@ -102,6 +106,47 @@ def open_npy(
     max_header_size: int = ...,
     num_threads: int | None = ...,
 ) -> Reader: ...
+def open_npy_remote(
+    urls: list[str],
+    options: list[tuple[str, str]],
+    cache_dir: str | os.PathLike[str] | None,
+    stamps: list[tuple[int, str | None]] | None,
+    max_header_size: int = ...,
+    num_threads: int | None = ...,
+) -> tuple[Reader, list[tuple[int, str | None]]]: ...
+def remote_glob(pattern: str, options: list[tuple[str, str]]) -> list[str]: ...
+def is_url(s: str) -> bool: ...
+@final
+class RemoteObject:
+    def __new__(
+        cls,
+        url: str,
+        options: list[tuple[str, str]],
+        first: str,
+        n: int,
+        cache_dir: str | os.PathLike[str] | None,
+    ) -> RemoteObject: ...
+    @staticmethod
+    def restore(
+        url: str,
+        options: list[tuple[str, str]],
+        size: int,
+        etag: str | None,
+        cache_dir: str | os.PathLike[str] | None,
+    ) -> RemoteObject: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def etag(self) -> str | None: ...
+    @property
+    def options(self) -> list[tuple[str, str]]: ...
+    @property
+    def cache_dir(self) -> str | None: ...
+    @property
+    def index_hit(self) -> bool: ...
+    def fetched(self) -> tuple[int, int]: ...
 
 @final
 class ImageFile:
@@ -149,7 +194,7 @@ def image_info(data: bytes, max_pixels: int = ...) -> tuple[str, int, int, bool,
 class ZipArchive:
     def __new__(
         cls,
-        path: str | os.PathLike[str],
+        path: str | os.PathLike[str] | RemoteObject,
         verify_crc: bool = ...,
         max_member_bytes: int = ...,
         max_header_size: int = ...,
@@ -196,7 +241,7 @@ def load_npz_buffer(
 class HDF5File:
     def __new__(
         cls,
-        src: str | os.PathLike[str] | bytes,
+        src: str | os.PathLike[str] | bytes | RemoteObject,
         datasets: list[str] | None = ...,
         num_threads: int | None = ...,
         cache_bytes: int = ...,

@@ -43,8 +43,9 @@ impl Place {
 
 /// One object in object storage, opened: its URL, size and ETag, and the client reading it.
 ///
-/// >>> obj = RemoteObject("s3://bucket/train.h5", [], "head", 1 << 16, None)
-/// >>> obj.size > 0
+/// >>> from packread._packread import RemoteObject
+/// >>> obj = RemoteObject("s3://bucket/train.h5", [], "head", 1 << 16, None)  # doctest: +SKIP
+/// >>> obj.size > 0  # doctest: +SKIP
 /// True
 #[pyclass(module = "packread._packread", frozen)]
 pub struct RemoteObject {
@@ -67,7 +68,7 @@ impl RemoteObject {
     /// Opens `url` with `options` (pairs of strings): one request for its first (`"head"`)
     /// or last (`"tail"`) `n` bytes, which also gives its size and ETag.
     ///
-    /// >>> RemoteObject("https://host/data.npy", [], "head", 4096, None).url
+    /// >>> RemoteObject("https://host/data.npy", [], "head", 4096, None).url  # doctest: +SKIP
     /// 'https://host/data.npy'
     #[new]
     #[pyo3(signature = (url, options, first, n, cache_dir))]
@@ -90,6 +91,7 @@ impl RemoteObject {
 
     /// The object as opened before (`size`, `etag`): no request until a read.
     ///
+    /// >>> from packread._packread import RemoteObject
     /// >>> RemoteObject.restore("s3://b/k.zip", [], 1024, '"e"', None).size
     /// 1024
     #[staticmethod]
@@ -130,7 +132,9 @@ impl RemoteObject {
 
     /// `(requests, bytes)` fetched so far through this object.
     ///
-    /// >>> requests, received = obj.fetched()
+    /// >>> from packread._packread import RemoteObject
+    /// >>> RemoteObject.restore("s3://b/k.zip", [], 1024, None, None).fetched()
+    /// (0, 0)
     fn fetched(&self) -> (u64, u64) {
         self.file.fetched()
     }
@@ -156,7 +160,8 @@ impl RemoteObject {
 
 /// The objects matching a glob URL (`s3://bucket/train_*.h5`), sorted.
 ///
-/// >>> remote_glob("s3://bucket/shards/train_*.h5", [])
+/// >>> from packread._packread import remote_glob
+/// >>> remote_glob("s3://bucket/shards/train_*.h5", [])  # doctest: +SKIP
 /// ['s3://bucket/shards/train_000.h5', 's3://bucket/shards/train_001.h5']
 #[pyfunction]
 fn remote_glob(
@@ -171,6 +176,7 @@ fn remote_glob(
 /// Whether `s` is a URL packread reads from object storage (`s3://`, `gs://`, `az://`,
 /// `abfs://`, `http(s)://`).
 ///
+/// >>> from packread._packread import is_url
 /// >>> is_url("s3://bucket/key"), is_url("/data/train.h5")
 /// (True, False)
 #[pyfunction]
