@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 export VIRTUAL_ENV := $(VENV_ABS)
 export PATH := $(VENV_ABS)/bin:$(PATH)
 
-.PHONY: all demo test rust-test py-test py-test-slow lint bench bench-images bench-shards bench-jpeg bench-peers develop lock clean \
+.PHONY: all demo test rust-test py-test py-test-slow lint bench bench-images bench-shards bench-remote bench-jpeg bench-peers develop lock clean \
 	wheel wheel-test docs \
 	fuzz fuzz-build fuzz-long fuzz-seeds fuzz-tools fuzz-files fuzz-files-long miri
 
@@ -91,6 +91,14 @@ bench-shards: develop
 	$(PY) -m pytest benches/test_bench_shards.py -q --benchmark-only \
 		--benchmark-json=.bench/shards.json -p no:cacheprovider
 	$(PY) benches/report.py .bench/shards.json
+
+# The object-storage benchmarks alone (benches/test_bench_remote.py): the gzip HDF5 file and
+# the stored ZIP served by nginx on loopback, 20 ms added by a proxy, against h5py and zipfile
+# over fsspec and the seed Dataset over fsspec; PACKREAD_BENCH_REMOTE_N sets the samples (512).
+bench-remote: develop
+	$(PY) -m pytest benches/test_bench_remote.py -q --benchmark-only \
+		--benchmark-json=.bench/remote.json -p no:cacheprovider -s
+	$(PY) benches/report.py .bench/remote.json
 
 # The encoded-image benchmarks alone (benches/test_bench_images.py); PACKREAD_BENCH_IMAGES=200
 # shrinks the workload (default 2,000 JPEGs).

@@ -19,7 +19,7 @@ from ._common import Indices, PendingBatch, as_indices, check_num_threads
 from ._hdf5 import HDF5Reader
 from ._open import HDF5_SUFFIXES, sniff
 from ._reader import ArrayReader, Out
-from ._remote import is_url, open_remote
+from ._remote import is_remote, is_url, open_remote
 from ._shards import is_shard_source, sharded
 from .errors import InvalidArgumentError, MissingKeyError
 
@@ -229,8 +229,10 @@ class ImageReader(ArrayReader):
         storage_options: Mapping[str, Any] | None = None,
         index_cache: bool | str | os.PathLike[str] = True,
     ) -> None:
-        path = os.fspath(source)
-        remote = is_url(path)
+        # An opened object (a pickled reader's) is read as it was opened, not reopened by URL.
+        opened = source if is_remote(source) else None
+        path = opened.url if opened is not None else os.fspath(source)
+        remote = opened is not None or is_url(path)
         self._options: dict[str, Any] = {
             "members": members if members is None or isinstance(members, str) else list(members),
             "dataset": dataset,
@@ -301,11 +303,12 @@ class ImageReader(ArrayReader):
                 path.lower().endswith(HDF5_SUFFIXES) or sniff(path) == "hdf5"
             )
         # An object's first request: the HDF5 file's head, or the archive's tail.
-        src: Any = (
+        src: Any = opened or (
             open_remote(path, storage_options, tail=not is_hdf5, index_cache=index_cache)
             if remote
             else path
         )
+        self._src = src
         if dataset is not None and not is_hdf5:
             raise InvalidArgumentError(
                 f"{path}: dataset= names an HDF5 dataset of images, and this is not an HDF5 file"
@@ -509,7 +512,7 @@ class ImageReader(ArrayReader):
             )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_reopen_images, (self._path, self._options))
+        return (_reopen_images, (self._src, self._options))
 
     def __repr__(self) -> str:
         return f"ImageReader({self._path!r}, {len(self)} images, shape={self.shape})"

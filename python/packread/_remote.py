@@ -27,6 +27,14 @@ def is_url(src: Any) -> bool:
     return isinstance(src, str) and _packread.is_url(src)
 
 
+def url_has_glob(url: str) -> bool:
+    """Whether a URL's path holds glob characters (an HTTP URL's query is not its path)."""
+    rest = url.split("://", 1)[1]
+    if url.lower().startswith(("http://", "https://")):
+        rest = rest.split("?", 1)[0].split("#", 1)[0]
+    return glob_magic(rest)
+
+
 def option_pairs(storage_options: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     """``storage_options`` as the string pairs the extension takes (booleans as
     ``"true"``/``"false"``, numbers as text)."""
@@ -83,6 +91,20 @@ def open_remote(
     )
 
 
+def restore_remote(
+    url: str,
+    storage_options: Mapping[str, Any] | None,
+    stamp: Any,
+    index_cache: bool | str | os.PathLike[str] = True,
+) -> Any:
+    """The object at ``url`` as opened before, ``stamp`` being its ``(size, etag)``: no
+    request until a read, and every read checks the object is still that one."""
+    size, etag = stamp
+    return _packread.RemoteObject.restore(
+        url, option_pairs(storage_options), int(size), etag, cache_dir_of(index_cache)
+    )
+
+
 def remote_glob(pattern: str, storage_options: Mapping[str, Any] | None) -> list[str]:
     """The objects a glob URL matches, sorted."""
     return list(_packread.remote_glob(pattern, option_pairs(storage_options)))
@@ -114,7 +136,7 @@ def remote_paths(src: Any, storage_options: Mapping[str, Any] | None) -> list[st
     """The URLs ``src`` names (a URL, a glob URL over the object listing, or a list of URLs),
     or ``None`` if it names local files."""
     if is_url(src):
-        if glob_magic(src.split("://", 1)[1]):
+        if url_has_glob(src):
             urls = remote_glob(src, storage_options)
             if not urls:
                 raise PackreadFileNotFoundError(f"{src}: the pattern matches no objects")

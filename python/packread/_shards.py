@@ -23,7 +23,7 @@ import numpy as np
 from . import _packread
 from ._common import Indices, PendingBatch, check_num_threads
 from ._reader import ArrayReader, Out
-from ._remote import is_url, remote_glob
+from ._remote import is_remote, is_url, remote_glob, restore_remote, url_has_glob
 from .errors import (
     InconsistentError,
     InvalidArgumentError,
@@ -62,7 +62,7 @@ def is_shard_source(src: Any) -> bool:
     if isinstance(src, (list, tuple)):
         return True
     if is_url(src):
-        return glob.has_magic(src.split("://", 1)[1])
+        return url_has_glob(src)
     if isinstance(src, (str, os.PathLike)):
         path = os.fspath(src)
         return isinstance(path, str) and glob.has_magic(path) and not os.path.exists(path)
@@ -101,32 +101,43 @@ class Opened(NamedTuple):
     labels: np.ndarray | None
     #: Samples decoded together (a chunk's first dimension).
     samples_per_chunk: int
+    #: The shard's opened object when it is in object storage (its size and ETag travel in a
+    #: pickle, so a worker reads the object the parent counted), else ``None``.
+    remote: Any = None
 
 
-def _open_hdf5(path: str, k: int, options: dict[str, Any]) -> Opened:
+def _open_hdf5(path: Any, k: int, options: dict[str, Any]) -> Opened:
     from ._hdf5 import HDF5Reader
 
     reader = HDF5Reader(path, **options)
     vlen = [name for name in reader.keys() if reader[name].vlen is not None]
     if vlen:
         raise UnsupportedError(
-            f"{path}: variable-length datasets {vlen} cannot be read as shards yet; read each "
-            "file with its own HDF5Reader"
+            f"{reader.path}: variable-length datasets {vlen} cannot be read as shards yet; "
+            "read each file with its own HDF5Reader"
         )
     names = reader.keys()
+    src = reader._args[0]
     return Opened(
-        reader._inner.reader(), names, reader._single, None, None, reader.samples_per_chunk
+        reader._inner.reader(),
+        names,
+        reader._single,
+        None,
+        None,
+        reader.samples_per_chunk,
+        src if is_remote(src) else None,
     )
 
 
-def _open_zip(path: str, k: int, options: dict[str, Any]) -> Opened:
+def _open_zip(path: Any, k: int, options: dict[str, Any]) -> Opened:
     from ._zip import ZipReader
 
     reader = ZipReader(path, **options)
-    return Opened(reader._sample_reader(), ["data"], True, None, None, 1)
+    remote = reader._src if is_remote(reader._src) else None
+    return Opened(reader._sample_reader(), ["data"], True, None, None, 1, remote)
 
 
-def _open_images(path: str, k: int, options: dict[str, Any]) -> Opened:
+def _open_images(path: Any, k: int, options: dict[str, Any]) -> Opened:
     from ._image import ImageReader
 
     if options.get("size") is None:
@@ -144,6 +155,7 @@ def _open_images(path: str, k: int, options: dict[str, Any]) -> Opened:
         reader.classes,
         reader.labels,
         1,
+        reader._src if is_remote(reader._src) else None,
     )
 
 
@@ -183,6 +195,17 @@ def _check_shard(
         )
 
 
+def shard_source(path: str, remote: dict[str, Any], options: dict[str, Any]) -> Any:
+    """What a shard's reader opens: its path, or, for an object counted before (its size and
+    ETag in ``remote``), the object as it was then, so that a replaced one is an error."""
+    stamp = remote.get(path)
+    if stamp is None:
+        return path
+    return restore_remote(
+        path, options.get("storage_options"), stamp, options.get("index_cache", True)
+    )
+
+
 class _Opener:
     """Opens shard ``k`` for the extension when a batch first touches it, checked against the
     first shard. It holds no reference to the reader: the extension keeps it, and a cycle
@@ -194,9 +217,12 @@ class _Opener:
         agree = state.get("agree")
         self.agree = None if agree is None else list(agree)
         self.first = int(state.get("first", 0))
+        self.remote: dict[str, Any] = state.get("remote") or {}
 
     def __call__(self, k: int) -> Any:
-        opened = OPENERS[self.kind](self.paths[k], k, self.options)
+        opened = OPENERS[self.kind](
+            shard_source(self.paths[k], self.remote, self.options), k, self.options
+        )
         _check_shard(self.paths, k, opened, self.spec, self.agree, self.first)
         return opened.reader
 
@@ -282,7 +308,9 @@ class ShardedReader(ArrayReader):
     # -- opening -------------------------------------------------------------------------
 
     def _open_one(self, k: int) -> Opened:
-        return OPENERS[self.kind](self._paths[k], k, self._options)
+        remote = (getattr(self, "_state", None) or {}).get("remote") or {}
+        src = shard_source(self._paths[k], remote, self._options)
+        return OPENERS[self.kind](src, k, self._options)
 
     def _check(self, k: int, opened: Opened, spec: Any, agree: Any, first: int) -> None:
         _check_shard(self._paths, k, opened, spec, agree, first)
@@ -297,8 +325,11 @@ class ShardedReader(ArrayReader):
         first_k = 0
         spec: Any = None
         labelled: list[np.ndarray | None] = []
+        remote: dict[str, Any] = {}
         for k in range(len(self._paths)):
             one = self._open_one(k)
+            if one.remote is not None:
+                remote[self._paths[k]] = [one.remote.size, one.remote.etag]
             lengths.append(len(one.reader))
             if lengths[k] == 0:
                 continue
@@ -325,6 +356,7 @@ class ShardedReader(ArrayReader):
             "agree": first.agree,
             "labels": labels,
             "first": first_k,
+            "remote": remote,
         }
 
     # -- the index file ------------------------------------------------------------------

@@ -115,6 +115,14 @@ impl Work {
     /// Most files or members a read may touch to run inline (each may cost an `open`).
     pub const INLINE_UNITS: usize = 4;
 
+    /// The same work, never run inline (a read whose every request is a network round trip).
+    pub fn never_inline(self) -> Work {
+        Work {
+            units: self.units.max(Self::INLINE_UNITS + 1),
+            ..self
+        }
+    }
+
     /// Whether the read is cheaper on the calling thread than on the pool.
     pub fn is_tiny(self) -> bool {
         self.units <= Self::INLINE_UNITS && self.bytes <= Self::INLINE_BYTES

@@ -346,7 +346,7 @@ impl ImageIndex {
                 for &m in &picked {
                     zip.check_readable(m)?;
                 }
-                zip.prelocate(&picked);
+                zip.prelocate(&picked, 0);
                 let mut buf = vec![0u8; ranges.last().map_or(0, |r| r.end)];
                 let extents = picked
                     .iter()
@@ -803,7 +803,7 @@ impl Index for ImageIndex {
         });
         if let (ImageBytes::Zip { zip, members }, None) = (&self.bytes, &staged) {
             let picked: Vec<usize> = rows.as_slice().iter().map(|&r| members[r]).collect();
-            zip.prelocate(&picked);
+            zip.prelocate(&picked, 0);
         }
         for (k, &row) in rows.as_slice().iter().enumerate() {
             let step = self.step(row, rows.epoch(), log.as_ref());

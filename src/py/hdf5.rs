@@ -139,25 +139,30 @@ impl HDF5File {
             None => Selection::All,
             Some(names) => Selection::Names(dataset_names(py, &origin, &names)?),
         };
-        let file = py
-            .detach(|| {
-                let (name, bytes) = match origin {
-                    Origin::Path(path) if in_memory => {
-                        let name = path.display().to_string();
-                        let bytes = crate::batch::source::read_whole(&path)?;
-                        (name, Arc::from(bytes))
-                    }
-                    Origin::Path(path) => {
-                        return Hdf5File::open(path, selection, cache_bytes, num_threads)
-                    }
-                    Origin::Bytes(bytes) => (MEMORY_NAME.to_string(), bytes),
-                    Origin::Remote(file) => {
-                        return Hdf5File::open_remote(file, selection, cache_bytes, num_threads)
-                    }
-                };
-                Hdf5File::open_memory(name, bytes, selection, cache_bytes, num_threads)
-            })
-            .py_err(py)?;
+        let remote = matches!(origin, Origin::Remote(_));
+        let open = move || {
+            let (name, bytes) = match origin {
+                Origin::Path(path) if in_memory => {
+                    let name = path.display().to_string();
+                    let bytes = crate::batch::source::read_whole(&path)?;
+                    (name, Arc::from(bytes))
+                }
+                Origin::Path(path) => {
+                    return Hdf5File::open(path, selection, cache_bytes, num_threads)
+                }
+                Origin::Bytes(bytes) => (MEMORY_NAME.to_string(), bytes),
+                Origin::Remote(file) => {
+                    return Hdf5File::open_remote(file, selection, cache_bytes, num_threads)
+                }
+            };
+            Hdf5File::open_memory(name, bytes, selection, cache_bytes, num_threads)
+        };
+        // Opening a remote file waits on requests: interruptible by Ctrl-C.
+        let file = if remote {
+            super::remote::interruptible(py, open)?
+        } else {
+            py.detach(open).py_err(py)?
+        };
         let file = Arc::new(file);
         let reader = Py::new(py, Reader::new(py, file.clone())?)?;
         let dtypes = file

@@ -115,25 +115,20 @@ fn open_npy_remote(
             .map(|(len, etag)| ObjectStamp { len, etag })
             .collect()
     });
-    let (index, stamps) = py
-        .detach(|| {
-            let files = open_many(
-                &urls,
-                &StoreOptions(options),
-                FirstRead::Head(npy::HEADER_PROBE as u64),
-                cache_dir.as_deref(),
-                stamps,
-            )?;
-            let stamps = files
-                .iter()
-                .map(|f| (f.len(), f.stamp().etag.clone()))
-                .collect();
-            let files = files.into_iter().map(Arc::new).collect();
-            Ok::<_, crate::error::Error>((
-                NpyIndex::open_remote(files, &limits, num_threads)?,
-                stamps,
-            ))
-        })
-        .py_err(py)?;
+    let (index, stamps) = super::remote::interruptible(py, move || {
+        let files = open_many(
+            &urls,
+            &StoreOptions(options),
+            FirstRead::Head(npy::HEADER_PROBE as u64),
+            cache_dir.as_deref(),
+            stamps,
+        )?;
+        let stamps = files
+            .iter()
+            .map(|f| (f.len(), f.stamp().etag.clone()))
+            .collect();
+        let files = files.into_iter().map(Arc::new).collect();
+        Ok::<_, crate::error::Error>((NpyIndex::open_remote(files, &limits, num_threads)?, stamps))
+    })?;
     Ok((Reader::new(py, Arc::new(index))?, stamps))
 }

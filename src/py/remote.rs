@@ -17,6 +17,43 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
+/// Runs `open` on a thread of its own and waits for it with the GIL released, checking for
+/// signals every 50 ms: a Ctrl-C during a slow open (requests waiting on a server) raises
+/// `KeyboardInterrupt` at once. The open then finishes, or times out, in the background, and
+/// its result is dropped.
+pub(super) fn interruptible<T: Send + 'static>(
+    py: Python<'_>,
+    open: impl FnOnce() -> crate::error::Result<T> + Send + 'static,
+) -> PyResult<T> {
+    use std::sync::mpsc::{channel, RecvTimeoutError};
+    let (tx, rx) = channel();
+    std::thread::Builder::new()
+        .name("packread-open".into())
+        .spawn(move || {
+            // The receiver is gone when the caller was interrupted: nothing to tell.
+            let _ = tx.send(open());
+        })
+        .map_err(|e| pyo3::exceptions::PyOSError::new_err(format!("cannot start a thread: {e}")))?;
+    // In a mutex only so that the wait may run without the GIL (a receiver is not `Sync`).
+    let rx = std::sync::Mutex::new(rx);
+    let wait = || {
+        rx.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .recv_timeout(std::time::Duration::from_millis(50))
+    };
+    loop {
+        match py.detach(wait) {
+            Ok(result) => return result.py_err(py),
+            Err(RecvTimeoutError::Timeout) => py.check_signals()?,
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(pyo3::exceptions::PyRuntimeError::new_err(
+                    "packread's open thread ended without a result",
+                ))
+            }
+        }
+    }
+}
+
 /// Where a reader's file is: a local path, or an opened remote object.
 pub(super) enum Place {
     Local(PathBuf),
@@ -81,9 +118,9 @@ impl RemoteObject {
         cache_dir: Option<PathBuf>,
     ) -> PyResult<Self> {
         let first = first_read(py, first, n)?;
-        let file = py
-            .detach(|| RemoteFile::open(&url, StoreOptions(options), first, cache_dir.as_deref()))
-            .py_err(py)?;
+        let file = interruptible(py, move || {
+            RemoteFile::open(&url, StoreOptions(options), first, cache_dir.as_deref())
+        })?;
         Ok(RemoteObject {
             file: Arc::new(file),
         })
@@ -169,8 +206,9 @@ fn remote_glob(
     pattern: String,
     options: Vec<(String, String)>,
 ) -> PyResult<Vec<String>> {
-    py.detach(|| crate::remote::glob(&pattern, &StoreOptions(options)))
-        .py_err(py)
+    interruptible(py, move || {
+        crate::remote::glob(&pattern, &StoreOptions(options))
+    })
 }
 
 /// Whether `s` is a URL packread reads from object storage (`s3://`, `gs://`, `az://`,

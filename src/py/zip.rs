@@ -70,9 +70,11 @@ impl ZipArchive {
     ) -> PyResult<Self> {
         let limits = limits(verify_crc, max_member_bytes, max_header_size);
         let place = Place::of(path)?;
-        let index = py
-            .detach(|| ZipIndex::open_source(place.open()?, limits))
-            .py_err(py)?;
+        let open = move || ZipIndex::open_source(place.open()?, limits);
+        let index = match Place::of(path)? {
+            Place::Remote(_) => super::remote::interruptible(py, open)?,
+            Place::Local(_) => py.detach(open).py_err(py)?,
+        };
         Ok(ZipArchive {
             index: Arc::new(index),
             threads: num_threads,

@@ -83,6 +83,13 @@ pub(crate) fn classify(url: &str, e: object_store::Error) -> Error {
             ),
         ),
         E::Precondition { .. } => changed(url, "its ETag no longer matches"),
+        E::Generic {
+            store: "Config", ..
+        } => Error::new(
+            ErrorKind::InvalidArgument,
+            url,
+            format!("a storage option has a value that does not parse: {detail}"),
+        ),
         E::UnknownConfigurationKey { key, .. } => Error::new(
             ErrorKind::InvalidArgument,
             url,

@@ -125,7 +125,7 @@ impl RemoteFile {
         first: FirstRead,
         cache: Option<&std::path::Path>,
     ) -> Result<RemoteFile> {
-        let located = Arc::new(locate(url, &options)?);
+        let located = Arc::new(locate_object(url, &options)?);
         let fetched = Arc::new(Fetched::default());
         let (meta, at, bytes) = get(&located, url, first.range(), None, &fetched)?;
         let stamp = ObjectStamp::of(&meta);
@@ -144,7 +144,7 @@ impl RemoteFile {
         stamp: ObjectStamp,
         cache: Option<&std::path::Path>,
     ) -> Result<RemoteFile> {
-        let located = Arc::new(locate(url, &options)?);
+        let located = Arc::new(locate_object(url, &options)?);
         Ok(RemoteFile::with_stamp(
             url,
             options,
@@ -323,7 +323,7 @@ impl RemoteFile {
                 return Ok(());
             }
         }
-        if !self.from_blocks(offset, buf) {
+        if !self.read_blocks(offset, buf) {
             let start = offset - offset % META_BLOCK;
             let end = range
                 .end
@@ -346,7 +346,7 @@ impl RemoteFile {
         Ok(())
     }
 
-    fn from_blocks(&self, offset: u64, buf: &mut [u8]) -> bool {
+    fn read_blocks(&self, offset: u64, buf: &mut [u8]) -> bool {
         let mut blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
         let end = offset + buf.len() as u64;
         let hit = blocks
@@ -371,6 +371,19 @@ impl RemoteFile {
         }
         blocks.push((start, bytes));
     }
+}
+
+/// [`locate`] for a URL that must name an object (not a bucket or a host).
+fn locate_object(url: &str, options: &StoreOptions) -> Result<Located> {
+    let located = locate(url, options)?;
+    if located.path.as_ref().is_empty() {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            url,
+            "the URL names a bucket or a server, not an object",
+        ));
+    }
+    Ok(located)
 }
 
 /// One GET of `range` of `url` (with `If-Match: etag` when given): the object's metadata as
@@ -571,7 +584,7 @@ pub fn open_many(
     }
     let located: Vec<Arc<Located>> = urls
         .iter()
-        .map(|u| locate(u, options).map(Arc::new))
+        .map(|u| locate_object(u, options).map(Arc::new))
         .collect::<Result<_>>()?;
     let range = first.range();
     let jobs: Vec<(usize, Arc<Located>, String)> = located

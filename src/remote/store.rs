@@ -94,6 +94,26 @@ fn retry(url: &str, opts: &StoreOptions) -> Result<RetryConfig> {
     Ok(retry)
 }
 
+/// Options that are durations: object_store takes them as text (`"2s"`, `"500ms"`); a plain
+/// number is taken as seconds, as s3fs and fsspec users write them.
+fn duration_text(key: &str, value: &str) -> String {
+    let duration_key = [
+        "timeout",
+        "connect_timeout",
+        "pool_idle_timeout",
+        "http2_keep_alive_interval",
+        "http2_keep_alive_timeout",
+    ]
+    .iter()
+    .any(|k| key == *k || key.ends_with(&format!("_{k}")));
+    match value.trim().parse::<f64>() {
+        Ok(secs) if duration_key && secs.is_finite() && secs >= 0.0 => {
+            format!("{}ms", (secs * 1000.0).round() as u64)
+        }
+        _ => value.to_string(),
+    }
+}
+
 /// s3fs's names for object_store's keys.
 fn alias(key: &str) -> &str {
     match key {
@@ -118,6 +138,16 @@ pub(crate) fn locate(url: &str, opts: &StoreOptions) -> Result<Located> {
     let parsed = Url::parse(url).map_err(|e| bad_option(url, format!("not a valid URL: {e}")))?;
     let (_, path) = ObjectStoreScheme::parse(&parsed)
         .map_err(|e| bad_option(url, format!("not a URL packread can read: {e}")))?;
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        // object_store addresses objects by path: a query (a presigned URL's signature)
+        // would be dropped, and the request sent unsigned.
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            url,
+            "URLs with a query string (presigned URLs) are not read; give the object's URL and \
+             credentials in the environment or storage_options",
+        ));
+    }
     let root = split_root(url)?.0.to_string();
     let key = (std::process::id(), root, opts.clone());
     let mut clients = CLIENTS.lock().unwrap_or_else(|e| e.into_inner());
@@ -154,7 +184,7 @@ fn build(url: &str, opts: &StoreOptions) -> Result<Located> {
             let mut b = AmazonS3Builder::from_env().with_url(url);
             for (k, v) in opts.0.iter().filter(|(k, _)| !ours(k)) {
                 let key = alias(k).parse().map_err(|_| unknown(k))?;
-                b = b.with_config(key, v);
+                b = b.with_config(key, duration_text(k, v));
             }
             // An S3-compatible server on plain HTTP (AWS_ENDPOINT_URL=http://...) is what
             // the user asked for: boto3 talks to it as given.
@@ -170,7 +200,7 @@ fn build(url: &str, opts: &StoreOptions) -> Result<Located> {
         ObjectStoreScheme::GoogleCloudStorage => {
             let mut b = GoogleCloudStorageBuilder::from_env().with_url(url);
             for (k, v) in opts.0.iter().filter(|(k, _)| !ours(k)) {
-                b = b.with_config(k.parse().map_err(|_| unknown(k))?, v);
+                b = b.with_config(k.parse().map_err(|_| unknown(k))?, duration_text(k, v));
             }
             b.with_skip_signature(anon)
                 .with_retry(retry)
@@ -180,7 +210,7 @@ fn build(url: &str, opts: &StoreOptions) -> Result<Located> {
         ObjectStoreScheme::MicrosoftAzure => {
             let mut b = MicrosoftAzureBuilder::from_env().with_url(url);
             for (k, v) in opts.0.iter().filter(|(k, _)| !ours(k)) {
-                b = b.with_config(k.parse().map_err(|_| unknown(k))?, v);
+                b = b.with_config(k.parse().map_err(|_| unknown(k))?, duration_text(k, v));
             }
             b.with_skip_signature(anon)
                 .with_retry(retry)
@@ -191,7 +221,7 @@ fn build(url: &str, opts: &StoreOptions) -> Result<Located> {
             let mut client = ClientOptions::new();
             for (k, v) in opts.0.iter().filter(|(k, _)| !ours(k)) {
                 let key: ClientConfigKey = k.parse().map_err(|_| unknown(k))?;
-                client = client.with_config(key, v);
+                client = client.with_config(key, duration_text(k, v));
             }
             let base = &parsed[..url::Position::BeforePath];
             HttpBuilder::new()
@@ -214,8 +244,15 @@ fn build(url: &str, opts: &StoreOptions) -> Result<Located> {
 
 /// Whether a URL's path has glob characters (`*`, `?`, `[`).
 pub fn has_glob(url: &str) -> bool {
-    url.split_once("://")
-        .is_some_and(|(_, rest)| rest.contains(['*', '?', '[']))
+    let Some((_, rest)) = url.split_once("://") else {
+        return false;
+    };
+    // An HTTP URL's query (`?sig=...`) is not part of its path.
+    let path = match scheme_of(url) {
+        Some(s) if s.starts_with("http") => rest.split(['?', '#']).next().unwrap_or(rest),
+        _ => rest,
+    };
+    path.contains(['*', '?', '['])
 }
 
 /// The objects a glob URL matches, sorted, as URLs: the listing under the pattern's longest
@@ -225,7 +262,8 @@ pub fn glob(pattern: &str, opts: &StoreOptions) -> Result<Vec<String>> {
     let (scheme_host, _) = split_root(pattern)?;
     let cut = pattern.find(['*', '?', '[']).unwrap_or(pattern.len());
     let dir_end = pattern[..cut].rfind('/').unwrap_or(0);
-    let prefix_url = &pattern[..=dir_end.max(scheme_host.len())];
+    // Up to and with the last `/` before the first glob character (at least the root).
+    let prefix_url = &pattern[..(dir_end + 1).max(scheme_host.len())];
     let located = locate(prefix_url.trim_end_matches('/'), opts)?;
     if scheme_of(pattern).is_some_and(|s| s.starts_with("http")) {
         return Err(Error::new(
@@ -335,6 +373,11 @@ mod tests {
         assert!(!is_url("s3://"));
         assert!(has_glob("s3://b/train_*.h5"));
         assert!(!has_glob("s3://b/train.h5"));
+        assert!(!has_glob("https://h/f.h5?sig=abc"));
+        assert_eq!(duration_text("timeout", "2"), "2000ms");
+        assert_eq!(duration_text("aws_timeout", "0.5"), "500ms");
+        assert_eq!(duration_text("timeout", "3s"), "3s");
+        assert_eq!(duration_text("region", "2"), "2");
         assert_eq!(split_root("s3://b/a/c").unwrap(), ("s3://b/", "a/c"));
     }
 }

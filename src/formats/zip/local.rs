@@ -86,41 +86,69 @@ impl<S: Source> ZipIndex<S> {
         Ok(data_start)
     }
 
-    /// Reads the local headers of those of `members` not read yet in one round of requests,
-    /// for a source whose every read is a round trip (object storage); others read each
-    /// header when its member is first read. A header that does not check out is left for
-    /// [`ZipIndex::data_start`] to report.
-    pub fn prelocate(&self, members: &[usize]) {
-        if self.source.coalesce().is_none() {
+    /// Reads the local headers of those of `members` not read yet, for a source whose every
+    /// read is a round trip (object storage): the headers' ranges merged as the source merges
+    /// a batch's reads, and fetched together. With `prefix > 0`, the first `prefix` bytes of
+    /// each stored member's data come along and are kept for [`ZipIndex::npy_header`] (the
+    /// NPY header of a `.npy` member). Others read each header when its member is first read.
+    /// A header that does not check out is left for [`ZipIndex::data_start`] to report.
+    pub fn prelocate(&self, members: &[usize], prefix: usize) {
+        let Some(c) = self.source.coalesce() else {
             return;
-        }
+        };
         let mut todo: Vec<usize> = members
             .iter()
             .copied()
             .filter(|&i| self.members[i].data_start.load(Ordering::Relaxed) == 0)
             .collect();
-        todo.sort_unstable();
+        todo.sort_unstable_by_key(|&i| self.members[i].header_offset);
         todo.dedup();
-        let ranges: Vec<(u32, u64, usize)> = todo
+        // Each member's range: its fixed header and name, room for a short extra field, and
+        // the data prefix wanted; never past the member's room.
+        let span = |i: usize| {
+            let m = &self.members[i];
+            let want =
+                LOCAL_HEADER_LEN + m.name_raw.len() + if prefix > 0 { 64 + prefix } else { 0 };
+            (
+                m.header_offset,
+                (want as u64).min(m.end_limit - m.header_offset),
+            )
+        };
+        let mut groups: Vec<(u64, u64, Vec<usize>)> = Vec::new();
+        for &i in &todo {
+            let (start, len) = span(i);
+            match groups.last_mut() {
+                Some((s, e, g)) if start <= *e + c.gap && start + len - *s <= c.max_len => {
+                    *e = (*e).max(start + len);
+                    g.push(i);
+                }
+                _ => groups.push((start, start + len, vec![i])),
+            }
+        }
+        let ranges: Vec<(u32, u64, usize)> = groups
             .iter()
-            .map(|&i| {
-                let m = &self.members[i];
-                let len = (LOCAL_HEADER_LEN + m.name_raw.len()) as u64;
-                (
-                    0,
-                    m.header_offset,
-                    len.min(m.end_limit - m.header_offset) as usize,
-                )
-            })
+            .map(|(s, e, _)| (0, *s, (e - s) as usize))
             .collect();
-        for (&i, got) in todo.iter().zip(self.source.read_ranges(&ranges)) {
-            let Ok(b) = got else { continue };
-            if b.len() == LOCAL_HEADER_LEN + self.members[i].name_raw.len() {
-                let (h, name) = b.split_at(LOCAL_HEADER_LEN);
-                if let Ok(start) = self.check_local(i, h, name) {
-                    self.members[i]
-                        .data_start
-                        .store(start + 1, Ordering::Relaxed);
+        for ((start, _, group), got) in groups.iter().zip(self.source.read_ranges(&ranges)) {
+            let Ok(bytes) = got else { continue };
+            for &i in group {
+                let m = &self.members[i];
+                let at = (m.header_offset - start) as usize;
+                let fixed = LOCAL_HEADER_LEN + m.name_raw.len();
+                let Some(head) = bytes.get(at..at + fixed) else {
+                    continue;
+                };
+                let (h, name) = head.split_at(LOCAL_HEADER_LEN);
+                let Ok(data_start) = self.check_local(i, h, name) else {
+                    continue;
+                };
+                m.data_start.store(data_start + 1, Ordering::Relaxed);
+                if prefix > 0 && m.method == super::STORED {
+                    let from = (data_start - start) as usize;
+                    let want = prefix.min(m.size as usize);
+                    if let Some(p) = bytes.get(from..from + want) {
+                        self.keep_prefix(i, bytes.slice(from..from + p.len()));
+                    }
                 }
             }
         }

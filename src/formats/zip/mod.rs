@@ -231,6 +231,9 @@ pub struct ZipIndex<S> {
     members: Vec<Member>,
     by_name: HashMap<String, u32>,
     limits: ZipLimits,
+    /// The first bytes of stored members fetched with their local headers
+    /// ([`ZipIndex::prelocate`]), taken once by the NPY header read.
+    prefixes: std::sync::Mutex<HashMap<usize, bytes::Bytes>>,
 }
 
 fn bad(location: &str, msg: impl Into<String>) -> Error {
@@ -354,6 +357,7 @@ impl<S: Source> ZipIndex<S> {
             members,
             by_name,
             limits,
+            prefixes: std::sync::Mutex::new(HashMap::new()),
         }
     }
 
@@ -517,6 +521,20 @@ impl<S: Source> ZipIndex<S> {
             threads,
             |k, e| e.at(self.member_location(members[k])),
         )
+    }
+
+    fn keep_prefix(&self, i: usize, bytes: bytes::Bytes) {
+        let mut kept = self.prefixes.lock().unwrap_or_else(|e| e.into_inner());
+        // Taken by the batch that fetched them; a bound in case a batch failed before.
+        if kept.len() < 1 << 16 {
+            kept.insert(i, bytes);
+        }
+    }
+
+    fn take_prefix(&self, i: usize, want: usize) -> Option<Vec<u8>> {
+        let mut kept = self.prefixes.lock().unwrap_or_else(|e| e.into_inner());
+        let bytes = kept.remove(&i)?;
+        (bytes.len() >= want).then(|| bytes[..want].to_vec())
     }
 
     /// Where the bytes are read from.

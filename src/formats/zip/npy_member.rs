@@ -131,6 +131,9 @@ impl<S: Source> ZipIndex<S> {
         let m = &self.members[i];
         let at = || self.member_location(i);
         if m.method == STORED {
+            if let Some(kept) = self.take_prefix(i, want) {
+                return Ok(kept);
+            }
             let mut buf = vec![0u8; want];
             self.source
                 .read_at(0, start, &mut buf)

@@ -145,7 +145,9 @@ impl<S: Source + Send + Sync> Index for ZipSamples<S> {
     fn plan(&self, rows: &Rows, _arrays: &[usize], plan: &mut Plan) -> Result<()> {
         let n = self.arrays[0].sample_bytes();
         let members: Vec<usize> = rows.as_slice().iter().map(|&r| self.members[r]).collect();
-        self.index.prelocate(&members);
+        // A `.npy` member's header (~128 bytes) comes with its local header.
+        self.index
+            .prelocate(&members, if self.npy.is_some() { 512 } else { 0 });
         let extents = pool::try_map(rows.as_slice(), |k, &row| {
             let i = self.members[row];
             let located = |e: Error| self.locate((0, i as u64), e);
