@@ -11,7 +11,7 @@ import numpy as np
 
 from . import _packread
 from ._common import Closable, Indices, PendingBatch, as_indices, check_num_threads, new_output
-from ._remote import is_remote, is_url, open_remote
+from ._remote import DEFAULT_CACHE_DIR_BYTES, is_remote, is_url, open_remote
 from ._shards import is_shard_source, sharded
 from .errors import InvalidArgumentError, MissingKeyError, PackreadTypeError
 
@@ -236,6 +236,8 @@ class HDF5Reader(Closable):
         ragged: Ragged = "list",
         storage_options: Mapping[str, Any] | None = None,
         index_cache: bool | str | os.PathLike[str] = True,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_dir_bytes: int = DEFAULT_CACHE_DIR_BYTES,
     ) -> None:
         if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, (int, np.integer)):
             raise PackreadTypeError(f"cache_bytes must be an int, not {type(cache_bytes).__name__}")
@@ -248,7 +250,13 @@ class HDF5Reader(Closable):
             if in_memory:
                 raise InvalidArgumentError("in_memory=True reads local files; not a URL")
             # libhdf5 reads the superblock and root group from the object's head.
-            src = open_remote(src, storage_options, index_cache=index_cache)
+            src = open_remote(
+                src,
+                storage_options,
+                index_cache=index_cache,
+                cache_dir=cache_dir,
+                cache_dir_bytes=cache_dir_bytes,
+            )
         if is_remote(src):
             source: Any = src
         elif isinstance(src, (str, os.PathLike)):

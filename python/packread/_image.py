@@ -19,7 +19,7 @@ from ._common import Indices, PendingBatch, as_indices, check_num_threads
 from ._hdf5 import HDF5Reader
 from ._open import HDF5_SUFFIXES, sniff
 from ._reader import ArrayReader, Out
-from ._remote import is_remote, is_url, open_remote
+from ._remote import DEFAULT_CACHE_DIR_BYTES, is_remote, is_url, open_remote
 from ._shards import is_shard_source, sharded
 from .errors import InvalidArgumentError, MissingKeyError
 
@@ -228,6 +228,8 @@ class ImageReader(ArrayReader):
         draft: bool = False,
         storage_options: Mapping[str, Any] | None = None,
         index_cache: bool | str | os.PathLike[str] = True,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_dir_bytes: int = DEFAULT_CACHE_DIR_BYTES,
     ) -> None:
         # An opened object (a pickled reader's) is read as it was opened, not reopened by URL.
         opened = source if is_remote(source) else None
@@ -255,6 +257,8 @@ class ImageReader(ArrayReader):
             "draft": draft,
             "storage_options": storage_options,
             "index_cache": index_cache,
+            "cache_dir": cache_dir,
+            "cache_dir_bytes": cache_dir_bytes,
         }
         hw = None if size is None else _size(size)
         if ragged not in ("list", "flat"):
@@ -304,7 +308,14 @@ class ImageReader(ArrayReader):
             )
         # An object's first request: the HDF5 file's head, or the archive's tail.
         src: Any = opened or (
-            open_remote(path, storage_options, tail=not is_hdf5, index_cache=index_cache)
+            open_remote(
+                path,
+                storage_options,
+                tail=not is_hdf5,
+                index_cache=index_cache,
+                cache_dir=cache_dir,
+                cache_dir_bytes=cache_dir_bytes,
+            )
             if remote
             else path
         )

@@ -12,7 +12,13 @@ import numpy as np
 from . import _packread
 from ._common import Paths, byte_view, check_num_threads, expand_paths
 from ._reader import ArrayReader, deprecated_sample_keys
-from ._remote import cache_dir_of, option_pairs, remote_paths
+from ._remote import (
+    DEFAULT_CACHE_DIR_BYTES,
+    cache_dir_of,
+    data_cache_of,
+    option_pairs,
+    remote_paths,
+)
 
 #: numpy's default limit on NPY header size (``max_header_size``).
 DEFAULT_MAX_HEADER_SIZE: int = _packread.DEFAULT_MAX_HEADER_SIZE
@@ -76,6 +82,8 @@ class NpyReader(ArrayReader):
         num_threads: int | None = None,
         storage_options: Mapping[str, Any] | None = None,
         index_cache: bool | str | os.PathLike[str] = True,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_dir_bytes: int = DEFAULT_CACHE_DIR_BYTES,
         _stamps: list[tuple[int, str | None]] | None = None,
     ) -> None:
         self._options = {
@@ -83,6 +91,8 @@ class NpyReader(ArrayReader):
             "num_threads": check_num_threads(num_threads),
             "storage_options": storage_options,
             "index_cache": index_cache,
+            "cache_dir": cache_dir,
+            "cache_dir_bytes": cache_dir_bytes,
         }
         urls = remote_paths(paths, storage_options)
         if urls is None:
@@ -102,6 +112,7 @@ class NpyReader(ArrayReader):
             _stamps,
             max_header_size,
             self._options["num_threads"],
+            data_cache_of(cache_dir, cache_dir_bytes),
         )
         self._bind(reader)
 

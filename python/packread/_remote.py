@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _packread
-from .errors import PackreadFileNotFoundError, PackreadTypeError
+from .errors import InvalidArgumentError, PackreadFileNotFoundError, PackreadTypeError
 
 #: How many bytes an open fetches first: NPY headers and HDF5 superblocks lie in the head, a
 #: ZIP archive's end records (and a small directory) in its last 64 KiB + 22 bytes.
@@ -54,6 +54,25 @@ def option_pairs(storage_options: Mapping[str, Any] | None) -> list[tuple[str, s
     return pairs
 
 
+#: Default bound of the data cache (``cache_dir=``): 10 GiB.
+DEFAULT_CACHE_DIR_BYTES = 10 << 30
+
+
+def data_cache_of(
+    cache_dir: str | os.PathLike[str] | None, cache_dir_bytes: int
+) -> tuple[str, int] | None:
+    """``(folder, bound)`` of the data cache ``cache_dir=`` asks for, or ``None``."""
+    if cache_dir is None:
+        return None
+    if not isinstance(cache_dir, (str, os.PathLike)):
+        raise PackreadTypeError(f"cache_dir must be a folder, not {type(cache_dir).__name__}")
+    if isinstance(cache_dir_bytes, bool) or not isinstance(cache_dir_bytes, int):
+        raise PackreadTypeError("cache_dir_bytes must be an int")
+    if cache_dir_bytes < 1:
+        raise InvalidArgumentError(f"cache_dir_bytes must be >= 1, not {cache_dir_bytes}")
+    return (os.fspath(cache_dir), int(cache_dir_bytes))
+
+
 def default_cache_dir() -> Path:
     """Where the index cache lives unless told: ``$PACKREAD_CACHE_DIR``, else
     ``$XDG_CACHE_HOME/packread``, else ``~/.cache/packread``."""
@@ -82,12 +101,20 @@ def open_remote(
     *,
     tail: bool = False,
     index_cache: bool | str | os.PathLike[str] = True,
+    cache_dir: str | os.PathLike[str] | None = None,
+    cache_dir_bytes: int = DEFAULT_CACHE_DIR_BYTES,
 ) -> Any:
     """Opens ``url``: one request for its head (or, ``tail=True``, its last bytes), which
-    also gives its size and ETag."""
+    also gives its size and ETag. ``cache_dir``: keep fetched data there (1 MiB blocks, at
+    most ``cache_dir_bytes``), for repeated epochs on one node."""
     first, n = ("tail", TAIL_BYTES) if tail else ("head", HEAD_BYTES)
     return _packread.RemoteObject(
-        url, option_pairs(storage_options), first, n, cache_dir_of(index_cache)
+        url,
+        option_pairs(storage_options),
+        first,
+        n,
+        cache_dir_of(index_cache),
+        data_cache_of(cache_dir, cache_dir_bytes),
     )
 
 
@@ -96,12 +123,19 @@ def restore_remote(
     storage_options: Mapping[str, Any] | None,
     stamp: Any,
     index_cache: bool | str | os.PathLike[str] = True,
+    cache_dir: str | os.PathLike[str] | None = None,
+    cache_dir_bytes: int = DEFAULT_CACHE_DIR_BYTES,
 ) -> Any:
     """The object at ``url`` as opened before, ``stamp`` being its ``(size, etag)``: no
     request until a read, and every read checks the object is still that one."""
     size, etag = stamp
     return _packread.RemoteObject.restore(
-        url, option_pairs(storage_options), int(size), etag, cache_dir_of(index_cache)
+        url,
+        option_pairs(storage_options),
+        int(size),
+        etag,
+        cache_dir_of(index_cache),
+        data_cache_of(cache_dir, cache_dir_bytes),
     )
 
 
@@ -111,16 +145,28 @@ def remote_glob(pattern: str, storage_options: Mapping[str, Any] | None) -> list
 
 
 def _restore(
-    url: str, options: list[tuple[str, str]], size: int, etag: str | None, cache: str | None
+    url: str,
+    options: list[tuple[str, str]],
+    size: int,
+    etag: str | None,
+    cache: str | None,
+    data: tuple[str, int] | None = None,
 ) -> Any:
-    return _packread.RemoteObject.restore(url, options, size, etag, cache)
+    return _packread.RemoteObject.restore(url, options, size, etag, cache, data)
 
 
 def _reduce(obj: Any) -> tuple[Any, ...]:
-    cache = obj.cache_dir
+    cache, data = obj.cache_dir, obj.data_cache
     return (
         _restore,
-        (obj.url, obj.options, obj.size, obj.etag, None if cache is None else os.fspath(cache)),
+        (
+            obj.url,
+            obj.options,
+            obj.size,
+            obj.etag,
+            None if cache is None else os.fspath(cache),
+            None if data is None else (os.fspath(data[0]), int(data[1])),
+        ),
     )
 
 

@@ -23,7 +23,13 @@ import numpy as np
 from . import _packread
 from ._common import Indices, PendingBatch, check_num_threads
 from ._reader import ArrayReader, Out
-from ._remote import is_remote, is_url, remote_glob, restore_remote, url_has_glob
+from ._remote import (
+    is_remote,
+    is_url,
+    remote_glob,
+    restore_remote,
+    url_has_glob,
+)
 from .errors import (
     InconsistentError,
     InvalidArgumentError,

@@ -23,7 +23,7 @@ from ._common import (
 )
 from ._npy import DEFAULT_MAX_HEADER_SIZE, BytesLike
 from ._reader import ArrayReader, deprecated_sample_keys
-from ._remote import is_remote, is_url, open_remote
+from ._remote import DEFAULT_CACHE_DIR_BYTES, is_remote, is_url, open_remote
 from ._shards import is_shard_source, sharded
 from .errors import (
     InconsistentError,
@@ -99,11 +99,20 @@ class ZipReader(Closable):
         num_threads: int | None = None,
         storage_options: Mapping[str, Any] | None = None,
         index_cache: bool | str | os.PathLike[str] = True,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_dir_bytes: int = DEFAULT_CACHE_DIR_BYTES,
     ) -> None:
         # A URL opens the object here (its tail: the end records and directory); the
         # extension's RemoteObject then stands where a path would, and pickles as opened.
         if is_url(path):
-            path = open_remote(path, storage_options, tail=True, index_cache=index_cache)
+            path = open_remote(
+                path,
+                storage_options,
+                tail=True,
+                index_cache=index_cache,
+                cache_dir=cache_dir,
+                cache_dir_bytes=cache_dir_bytes,
+            )
         self._src = path if is_remote(path) else os.fspath(path)
         self._options: dict[str, Any] = {
             "members": members if members is None or isinstance(members, str) else list(members),

@@ -97,8 +97,9 @@ fn open_npy(
 /// (each by one request for its head, many in flight), or with `stamps` (`(size, etag)` of
 /// each, from a reader pickled after opening) without a request. Also returns the stamps.
 #[pyfunction]
-#[pyo3(signature = (urls, options, cache_dir, stamps, max_header_size = npy::DEFAULT_MAX_HEADER_BYTES, num_threads = None))]
-#[allow(clippy::type_complexity)] // the stamps, as Python gives and takes them
+#[pyo3(signature = (urls, options, cache_dir, stamps, max_header_size = npy::DEFAULT_MAX_HEADER_BYTES, num_threads = None, data_cache = None))]
+// The stamps' type is as Python gives and takes them; the arguments are the reader's options.
+#[allow(clippy::type_complexity, clippy::too_many_arguments)]
 fn open_npy_remote(
     py: Python<'_>,
     urls: Vec<String>,
@@ -107,8 +108,13 @@ fn open_npy_remote(
     stamps: Option<Vec<(u64, Option<String>)>>,
     max_header_size: usize,
     num_threads: Option<usize>,
+    data_cache: Option<(PathBuf, u64)>,
 ) -> PyResult<(Reader, Vec<(u64, Option<String>)>)> {
-    use crate::remote::{open_many, FirstRead, ObjectStamp, StoreOptions};
+    use crate::remote::{open_many, Caches, FirstRead, ObjectStamp, StoreOptions};
+    let caches = Caches {
+        index: cache_dir,
+        data: data_cache,
+    };
     let limits = limits(max_header_size);
     let stamps = stamps.map(|s| {
         s.into_iter()
@@ -120,7 +126,7 @@ fn open_npy_remote(
             &urls,
             &StoreOptions(options),
             FirstRead::Head(npy::HEADER_PROBE as u64),
-            cache_dir.as_deref(),
+            &caches,
             stamps,
         )?;
         let stamps = files

@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 
 use super::errors::{invalid_argument, IntoPyResult};
 use crate::batch::source::{FileSource, SharedFile};
-use crate::remote::{FirstRead, ObjectStamp, RemoteFile, StoreOptions};
+use crate::remote::{Caches, FirstRead, ObjectStamp, RemoteFile, StoreOptions};
 
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RemoteObject>()?;
@@ -108,7 +108,7 @@ impl RemoteObject {
     /// >>> RemoteObject("https://host/data.npy", [], "head", 4096, None).url  # doctest: +SKIP
     /// 'https://host/data.npy'
     #[new]
-    #[pyo3(signature = (url, options, first, n, cache_dir))]
+    #[pyo3(signature = (url, options, first, n, cache_dir, data_cache = None))]
     fn new(
         py: Python<'_>,
         url: String,
@@ -116,10 +116,15 @@ impl RemoteObject {
         first: &str,
         n: u64,
         cache_dir: Option<PathBuf>,
+        data_cache: Option<(PathBuf, u64)>,
     ) -> PyResult<Self> {
         let first = first_read(py, first, n)?;
+        let caches = Caches {
+            index: cache_dir,
+            data: data_cache,
+        };
         let file = interruptible(py, move || {
-            RemoteFile::open(&url, StoreOptions(options), first, cache_dir.as_deref())
+            RemoteFile::open(&url, StoreOptions(options), first, &caches)
         })?;
         Ok(RemoteObject {
             file: Arc::new(file),
@@ -132,7 +137,7 @@ impl RemoteObject {
     /// >>> RemoteObject.restore("s3://b/k.zip", [], 1024, '"e"', None).size
     /// 1024
     #[staticmethod]
-    #[pyo3(signature = (url, options, size, etag, cache_dir))]
+    #[pyo3(signature = (url, options, size, etag, cache_dir, data_cache = None))]
     fn restore(
         py: Python<'_>,
         url: String,
@@ -140,10 +145,14 @@ impl RemoteObject {
         size: u64,
         etag: Option<String>,
         cache_dir: Option<PathBuf>,
+        data_cache: Option<(PathBuf, u64)>,
     ) -> PyResult<Self> {
         let stamp = ObjectStamp { len: size, etag };
-        let file = RemoteFile::restore(&url, StoreOptions(options), stamp, cache_dir.as_deref())
-            .py_err(py)?;
+        let caches = Caches {
+            index: cache_dir,
+            data: data_cache,
+        };
+        let file = RemoteFile::restore(&url, StoreOptions(options), stamp, &caches).py_err(py)?;
         Ok(RemoteObject {
             file: Arc::new(file),
         })
@@ -185,7 +194,13 @@ impl RemoteObject {
     /// The index cache's folder, or `None` when there is none.
     #[getter]
     fn cache_dir(&self) -> Option<PathBuf> {
-        self.file.cache_dir().map(PathBuf::from)
+        self.file.caches().index
+    }
+
+    /// The data cache's folder and bound (`cache_dir=`, `cache_bytes`), or `None`.
+    #[getter]
+    fn data_cache(&self) -> Option<(PathBuf, u64)> {
+        self.file.caches().data
     }
 
     /// Whether the metadata read so far all came from the on-disk index cache.

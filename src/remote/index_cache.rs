@@ -40,7 +40,7 @@ pub struct IndexCache {
 }
 
 /// FNV-1a, 64 bits: a file name for the key (the key itself is checked inside the file).
-fn fnv1a(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })

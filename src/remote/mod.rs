@@ -14,6 +14,7 @@
 //! answer is checked against it and the size: an object replaced while it is read is an
 //! error, never a mix of old and new bytes.
 
+pub mod block_cache;
 pub(crate) mod errors;
 pub mod index_cache;
 pub(crate) mod runtime;
@@ -28,6 +29,7 @@ use object_store::{GetOptions, GetRange, ObjectMeta};
 
 use crate::batch::source::{Coalesce, Source};
 use crate::error::{Error, ErrorKind, Result};
+pub use block_cache::{BlockCache, ObjectBlocks};
 use errors::{changed, classify};
 pub use index_cache::IndexCache;
 pub use store::{glob, has_glob, is_url, StoreOptions};
@@ -52,6 +54,16 @@ pub const META_BLOCK: u64 = 256 << 10;
 
 /// Metadata blocks kept per object.
 const META_BLOCKS_KEPT: usize = 64;
+
+/// The on-disk caches an object is read with: the index cache's folder (metadata), and the
+/// data cache's folder and bound (`cache_dir=`, `cache_bytes`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Caches {
+    /// Where the index cache lives, if anywhere.
+    pub index: Option<std::path::PathBuf>,
+    /// Where fetched data blocks are kept, and at most how many bytes of them.
+    pub data: Option<(std::path::PathBuf, u64)>,
+}
 
 /// What the object was when it was opened: every later answer must agree.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,6 +102,8 @@ pub struct RemoteFile {
     /// Metadata blocks fetched, most recently used last.
     blocks: Mutex<Vec<(u64, Bytes)>>,
     index: Option<IndexCache>,
+    /// The on-disk cache of fetched data (`cache_dir=`), when there is one.
+    data: Option<ObjectBlocks>,
     fetched: Arc<Fetched>,
     /// The last failed metadata read, for parsers that only see "cannot read" (see
     /// [`RemoteFile::take_failure`]).
@@ -123,13 +137,13 @@ impl RemoteFile {
         url: &str,
         options: StoreOptions,
         first: FirstRead,
-        cache: Option<&std::path::Path>,
+        caches: &Caches,
     ) -> Result<RemoteFile> {
         let located = Arc::new(locate_object(url, &options)?);
         let fetched = Arc::new(Fetched::default());
         let (meta, at, bytes) = get(&located, url, first.range(), None, &fetched)?;
         let stamp = ObjectStamp::of(&meta);
-        let file = RemoteFile::with_stamp(url, options, stamp, cache, fetched, located);
+        let file = RemoteFile::with_stamp(url, options, stamp, caches, fetched, located);
         if !bytes.is_empty() {
             file.remember_block(at, bytes);
         }
@@ -142,14 +156,14 @@ impl RemoteFile {
         url: &str,
         options: StoreOptions,
         stamp: ObjectStamp,
-        cache: Option<&std::path::Path>,
+        caches: &Caches,
     ) -> Result<RemoteFile> {
         let located = Arc::new(locate_object(url, &options)?);
         Ok(RemoteFile::with_stamp(
             url,
             options,
             stamp,
-            cache,
+            caches,
             Arc::default(),
             located,
         ))
@@ -159,12 +173,20 @@ impl RemoteFile {
         url: &str,
         options: StoreOptions,
         stamp: ObjectStamp,
-        cache: Option<&std::path::Path>,
+        caches: &Caches,
         fetched: Arc<Fetched>,
         located: Arc<Located>,
     ) -> RemoteFile {
-        let index = cache.map(|dir| IndexCache::load(dir, url, &stamp));
+        let index = caches
+            .index
+            .as_deref()
+            .map(|dir| IndexCache::load(dir, url, &stamp));
+        let data = caches
+            .data
+            .as_ref()
+            .map(|(dir, bytes)| BlockCache::open(dir, *bytes).object(url, &stamp));
         RemoteFile {
+            data,
             url: url.to_string(),
             options,
             stamp,
@@ -196,9 +218,15 @@ impl RemoteFile {
         &self.options
     }
 
-    /// The index cache's folder, if it has one.
-    pub fn cache_dir(&self) -> Option<&std::path::Path> {
-        self.index.as_ref().map(|i| i.dir())
+    /// The caches it is read with.
+    pub fn caches(&self) -> Caches {
+        Caches {
+            index: self.index.as_ref().map(|i| i.dir().to_path_buf()),
+            data: self.data.as_ref().map(|d| {
+                let (dir, bytes) = d.cache().config();
+                (dir.parent().unwrap_or(dir).to_path_buf(), bytes)
+            }),
+        }
     }
 
     /// Its size and ETag when opened.
@@ -274,19 +302,12 @@ impl RemoteFile {
         }
     }
 
-    /// Fetches `range`, checked against the stamp.
+    /// Fetches `range`, checked against the stamp (from the data cache when it has it).
     fn fetch(&self, range: Range<u64>) -> Result<Bytes> {
-        let client = self.client()?;
-        let want = range.end - range.start;
-        let (meta, _, bytes) = get(
-            &client,
-            &self.url,
-            GetRange::Bounded(range),
-            self.stamp.etag.clone(),
-            &self.fetched,
-        )?;
-        self.check_answer(&meta, bytes.len() as u64, want)?;
-        Ok(bytes)
+        let len = (range.end - range.start) as usize;
+        fetch_all(std::iter::once((self, range.start, len)))
+            .pop()
+            .expect("one range, one result")
     }
 
     fn check_answer(&self, meta: &ObjectMeta, got: u64, want: u64) -> Result<()> {
@@ -468,27 +489,43 @@ fn fetch_all<'a>(items: impl Iterator<Item = (&'a RemoteFile, u64, usize)>) -> V
     let mut out: Vec<Result<Bytes>> = Vec::new();
     let mut wanted: Vec<Request> = Vec::new();
     let mut files: Vec<&RemoteFile> = Vec::new();
+    // For a range fetched whole blocks at a time (the data cache): where the range starts
+    // in what was fetched, and its length.
+    let mut cuts: Vec<Option<(usize, usize)>> = Vec::new();
     for (k, (file, offset, len)) in items.enumerate() {
         files.push(file);
+        cuts.push(None);
         let request = file.check_range(offset, len).and_then(|r| {
             if r.is_empty() {
                 return Ok(None);
             }
+            let r = match &file.data {
+                Some(blocks) => {
+                    if let Some(bytes) = blocks.assemble(r.start, r.end) {
+                        return Ok(Some(Err(bytes)));
+                    }
+                    let span = blocks.aligned(r.start, r.end);
+                    cuts[k] = Some(((r.start - span.start) as usize, len));
+                    span
+                }
+                None => r,
+            };
             let client = file.client()?;
-            Ok(Some((
+            Ok(Some(Ok((
                 k,
                 client,
                 file.url.clone(),
                 file.stamp.etag.clone(),
                 file.fetched.clone(),
                 r,
-            )))
+            ))))
         });
         match request {
-            Ok(Some(req)) => {
+            Ok(Some(Ok(req))) => {
                 wanted.push(req);
                 out.push(Ok(Bytes::new()));
             }
+            Ok(Some(Err(cached))) => out.push(Ok(cached)),
             Ok(None) => out.push(Ok(Bytes::new())),
             Err(e) => out.push(Err(e)),
         }
@@ -511,9 +548,15 @@ fn fetch_all<'a>(items: impl Iterator<Item = (&'a RemoteFile, u64, usize)>) -> V
     match answers {
         Ok(answers) => {
             for (k, want, got) in answers {
-                out[k] = got.and_then(|(meta, _, bytes)| {
+                out[k] = got.and_then(|(meta, at, bytes)| {
                     files[k].check_answer(&meta, bytes.len() as u64, want)?;
-                    Ok(bytes)
+                    match (cuts[k], &files[k].data) {
+                        (Some((skip, len)), Some(blocks)) => {
+                            blocks.store(at, &bytes);
+                            Ok(bytes.slice(skip..skip + len))
+                        }
+                        _ => Ok(bytes),
+                    }
                 });
             }
         }
@@ -572,14 +615,14 @@ pub fn open_many(
     urls: &[String],
     options: &StoreOptions,
     first: FirstRead,
-    cache: Option<&std::path::Path>,
+    caches: &Caches,
     stamps: Option<Vec<ObjectStamp>>,
 ) -> Result<Vec<RemoteFile>> {
     if let Some(stamps) = stamps {
         return urls
             .iter()
             .zip(stamps)
-            .map(|(u, s)| RemoteFile::restore(u, options.clone(), s, cache))
+            .map(|(u, s)| RemoteFile::restore(u, options.clone(), s, caches))
             .collect();
     }
     let located: Vec<Arc<Located>> = urls
@@ -617,7 +660,7 @@ pub fn open_many(
                 &urls[k],
                 options.clone(),
                 ObjectStamp::of(&meta),
-                cache,
+                caches,
                 fetched,
                 located[k].clone(),
             );

@@ -1417,3 +1417,74 @@ def test_many_threads_share_one_remote_reader(store, data):
         t.join(60)
     assert not errors, errors[0]
     assert not any(t.is_alive() for t in threads)
+
+
+# --------------------------------------------------------------------------------------------
+# The data cache (cache_dir=): repeated epochs on one node read fetched blocks from disk.
+
+
+def _cache_files(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")]
+
+
+@pytest.mark.parametrize("kind", ["hdf5", "zip"])
+def test_a_second_epoch_reads_the_data_cache(store, kind, tmp_path, request):
+    name = f"datacache-{request.node.callspec.id}"
+    url, x = put_big(store, kind, name, seed=20)
+    cache = tmp_path / "blocks"
+    reader = open_big(kind, url, index_cache=False, cache_dir=cache)
+    every = list(range(len(x)))
+    assert_same(reader.batch(every), x)
+    after_first = remote_object(reader).fetched()
+    assert after_first[0] > 0
+    assert _cache_files(cache), "blocks were written"
+    # Every byte of the epoch is now on disk: no request at all, and the same rows.
+    back = every[::-1]
+    assert_same(reader.batch(back), x[back])
+    assert remote_object(reader).fetched() == after_first
+    # A worker's copy (pickled with its size and ETag) reads the same blocks.
+    worker = pickle.loads(pickle.dumps(reader))
+    assert_same(worker.batch(every), x)
+    assert remote_object(worker).fetched() == (0, 0)
+
+
+def test_the_data_cache_never_serves_a_replaced_object(store, tmp_path, request):
+    name = f"datacache-replaced-{request.node.callspec.id}"
+    url, x1 = put_big(store, "hdf5", name, seed=21)
+    cache = tmp_path / "blocks"
+    every = list(range(len(x1)))
+    assert_same(open_big("hdf5", url, cache_dir=cache).batch(every), x1)
+    raw2, x2 = big_meta_h5(22)
+    store.put(f"fresh/{name}.h5", raw2)
+    # Same URL, same folder: the new object has another ETag, so other blocks.
+    assert_same(open_big("hdf5", url, cache_dir=cache).batch(every), x2)
+
+
+def test_the_data_cache_stays_within_its_bound(store, tmp_path, request):
+    """A 6 MB archive read whole through a 2 MiB cache: the folder never holds more."""
+    rng = np.random.default_rng(24)
+    x = rng.integers(0, 255, (60, 100_000), dtype=np.uint8)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+        for i, row in enumerate(x):
+            z.writestr(f"m{i:03d}.raw", row.tobytes())
+    url = store.put(f"fresh/datacache-bound-{request.node.callspec.id}.zip", buf.getvalue())
+    cache = tmp_path / "blocks"
+    bound = 2 << 20
+    reader = packread.ZipReader(
+        url, shape=(100_000,), index_cache=False, cache_dir=cache, cache_dir_bytes=bound
+    )
+    for start in range(0, len(x), 7):
+        rows = list(range(start, min(start + 7, len(x))))
+        assert_same(reader.batch(rows), x[rows])
+    held = sum(p.stat().st_size for p in _cache_files(cache))
+    assert 0 < held <= bound
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [(0, InvalidArgumentError), (-5, InvalidArgumentError), ("big", PackreadTypeError)],
+)
+def test_a_bad_cache_bound_is_refused(store, tmp_path, value, error):
+    with pytest.raises(error):
+        open_big("hdf5", store.url("h5/gzip.h5"), cache_dir=tmp_path, cache_dir_bytes=value)
