@@ -23,8 +23,14 @@ TAIL_BYTES = (64 << 10) + 22
 
 
 def is_url(src: Any) -> bool:
-    """Whether ``src`` is a URL string packread reads from object storage."""
-    return isinstance(src, str) and _packread.is_url(src)
+    """Whether ``src`` is a URL string packread reads from object storage (a path with a lone
+    surrogate, as ``os.fsdecode`` gives for bytes that are not UTF-8, is none)."""
+    if not isinstance(src, str) or "://" not in src:
+        return False
+    try:
+        return bool(_packread.is_url(src))
+    except UnicodeEncodeError:
+        return False
 
 
 def url_has_glob(url: str) -> bool:

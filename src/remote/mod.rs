@@ -52,8 +52,9 @@ pub const IN_FLIGHT: usize = 32;
 /// metadata a few hundred bytes at a time, mostly close together.
 pub const META_BLOCK: u64 = 256 << 10;
 
-/// Metadata blocks kept per object.
-const META_BLOCKS_KEPT: usize = 64;
+/// Metadata blocks kept per object (4 MiB): during an open, and for what libhdf5 reads
+/// later (variable-length data, datasets it reads itself).
+const META_BLOCKS_KEPT: usize = 16;
 
 /// The on-disk caches an object is read with: the index cache's folder (metadata), and the
 /// data cache's folder and bound (`cache_dir=`, `cache_bytes`).
@@ -263,11 +264,16 @@ impl RemoteFile {
     }
 
     /// Writes the metadata ranges read since opening to the index cache (when there is one
-    /// and they are new); call once the format has read what it needs.
+    /// and they are new), and lets the open's blocks go; call once the format has read what it
+    /// needs. A reader of many objects (shards, `.npy` files) so keeps no metadata per object.
     pub fn save_index(&self) {
         if let Some(index) = &self.index {
             index.save();
         }
+        self.blocks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
     }
 
     /// This process's client (made again after a fork).

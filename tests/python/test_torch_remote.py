@@ -134,8 +134,19 @@ def ids_of(epoch: list[Any]) -> list[int]:
 
 
 @pytest.mark.parametrize(("workers", "context"), LOADERS, ids=LOADER_IDS)
-def test_hdf5_over_s3_equals_local(bucket, root, workers, context):
-    remote = PackDataset(f"s3://{bucket}/ids.h5", BATCH, seed=3)
+def test_hdf5_over_s3_equals_local(s3, bucket, root, workers, context):
+    # The forkserver process is started once per session, with the environment of that
+    # moment (an earlier test module may have started it before AWS_* were set here), and
+    # its workers inherit that: the endpoint and keys travel in storage_options instead.
+    options = {}
+    if context == "forkserver":
+        options["storage_options"] = {
+            "endpoint_url": s3.endpoint,
+            "key": s3.access_key_id,
+            "secret": s3.secret_access_key,
+            "region_name": s3.region,
+        }
+    remote = PackDataset(f"s3://{bucket}/ids.h5", BATCH, seed=3, **options)
     local = PackDataset(str(root / "ids.h5"), BATCH, seed=3)
     assert len(remote) == len(local) == -(-N // BATCH)
     got = read_epochs(remote, workers, context, epochs=2)
