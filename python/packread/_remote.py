@@ -7,14 +7,26 @@ it, and every later read still checks the object is the one it opened."""
 from __future__ import annotations
 
 import copyreg
+import fnmatch
 import os
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Mapping
 from glob import has_magic as glob_magic
 from pathlib import Path
 from typing import Any
 
 from . import _packread
-from .errors import InvalidArgumentError, PackreadFileNotFoundError, PackreadTypeError
+from .errors import (
+    InvalidArgumentError,
+    LimitExceededError,
+    PackreadFileNotFoundError,
+    PackreadOSError,
+    PackreadTypeError,
+    UnsupportedError,
+)
 
 #: How many bytes an open fetches first: NPY headers and HDF5 superblocks lie in the head, a
 #: ZIP archive's end records (and a small directory) in its last 64 KiB + 22 bytes.
@@ -146,8 +158,51 @@ def restore_remote(
 
 
 def remote_glob(pattern: str, storage_options: Mapping[str, Any] | None) -> list[str]:
-    """The objects a glob URL matches, sorted."""
+    """The objects a glob URL matches, sorted: an object store's listing, or for HTTP(S) the
+    folder's index page."""
+    if pattern.lower().startswith(("http://", "https://")):
+        return http_glob(pattern)
     return list(_packread.remote_glob(pattern, option_pairs(storage_options)))
+
+
+#: Largest index page read for an HTTP glob.
+MAX_INDEX_PAGE = 64 << 20
+
+
+def http_glob(pattern: str, timeout: float = 30.0) -> list[str]:
+    """The files an HTTP(S) folder's index page links to whose names match the last part of
+    ``pattern`` (``https://host/data/*.npy``), sorted, as fsspec lists an HTTP folder: the
+    ``href`` links of the page (nginx's or Apache's autoindex, ``python -m http.server``) that
+    name a file directly in that folder. Glob characters must be in the last part only."""
+    folder, _, name_pattern = pattern.rpartition("/")
+    folder += "/"
+    if url_has_glob(folder):
+        raise UnsupportedError(
+            f"{pattern}: over HTTP a glob may match file names only, not folders; list the URLs"
+        )
+    try:
+        with urllib.request.urlopen(folder, timeout=timeout) as answer:
+            page = answer.read(MAX_INDEX_PAGE + 1)
+    except urllib.error.HTTPError as e:
+        if e.code == 404:
+            raise PackreadFileNotFoundError(f"{folder}: no such folder (HTTP 404)") from None
+        raise UnsupportedError(
+            f"{pattern}: the server gives no index page to match a glob against (HTTP {e.code}); "
+            "list the URLs"
+        ) from None
+    except OSError as e:
+        raise PackreadOSError(f"{folder}: cannot read the folder's index page: {e}") from None
+    if len(page) > MAX_INDEX_PAGE:
+        raise LimitExceededError(f"{folder}: index page larger than {MAX_INDEX_PAGE} bytes")
+    found = set()
+    for href in re.findall(r"""href\s*=\s*["']([^"']+)["']""", page.decode("utf-8", "replace")):
+        url = urllib.parse.urljoin(folder, href).split("#", 1)[0].split("?", 1)[0]
+        if not url.startswith(folder):
+            continue
+        name = urllib.parse.unquote(url[len(folder) :])
+        if name and "/" not in name and fnmatch.fnmatchcase(name, name_pattern):
+            found.add(folder + urllib.parse.quote(name))
+    return sorted(found)
 
 
 def _restore(

@@ -639,6 +639,29 @@ def test_a_glob_over_http_is_unsupported(http_store, open_):
     assert pattern in str(info.value)
 
 
+def test_an_http_glob_reads_the_folders_index_page(http, data, tmp_path):
+    """``NpyReader("https://host/data/*.npy")``: over HTTP a glob matches the file names the
+    folder's index page links to (nginx's autoindex here), as fsspec lists HTTP folders."""
+    folder = Path(http.root) / "listed" / "npy"
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(31)
+    arrays = [rng.standard_normal((3, 4)).astype("<f4") for _ in range(5)]
+    for i, a in enumerate(arrays):
+        np.save(folder / f"s{i:02d}.npy", a)
+    np.save(folder / "other.npy", arrays[0])
+    (folder / "s99.txt").write_bytes(b"not a sample")
+    reader = packread.NpyReader(http.url("listed/npy/s*.npy"))
+    assert reader.paths == [http.url(f"listed/npy/s{i:02d}.npy") for i in range(5)]
+    assert_same(reader.batch([4, 0, 2]), np.stack([arrays[4], arrays[0], arrays[2]]))
+    # A folder without an index page, or a glob over folders: said so.
+    with pytest.raises(UnsupportedError, match="list the URLs"):
+        packread.NpyReader(http.url("fmt/s*.npy"))
+    with pytest.raises(UnsupportedError, match="file names only"):
+        packread.NpyReader(http.url("listed/*/s00.npy"))
+    with pytest.raises(FileNotFoundError):
+        packread.NpyReader(http.url("listed/nothing-here/*.npy"))
+
+
 def test_an_http_url_with_a_query_string_is_refused_not_globbed(http_store):
     """Signed URLs (``?X-Amz-Signature=...``) and versioned ones carry a query: ``?`` there is
     no glob character, and since object_store addresses objects by path (the query would be

@@ -306,6 +306,14 @@ def _nginx_conf(root: Path, port: int, prefix: Path) -> str:
                         deny all;
                     }}
                 }}
+                # Folders under /listed/ have index pages (nginx's autoindex), the "listing"
+                # an HTTP glob reads.
+                location /listed/ {{
+                    autoindex on;
+                    limit_except GET {{
+                        deny all;
+                    }}
+                }}
             }}
         }}
         """
@@ -332,8 +340,9 @@ def _stop_process_group(proc: subprocess.Popen, timeout: float = 5.0) -> None:
 @contextlib.contextmanager
 def nginx_http(root: str | os.PathLike, *, attempts: int = 5) -> Iterator[NginxHttp]:
     """Serves the folder ``root`` read-only (GET and HEAD; ranges, ETag, ``If-Match`` as nginx
-    does them; no directory listings) on 127.0.0.1 (free port) with a foreground nginx whose
-    configuration, pid, logs and temp files all live in a temp folder. Yields an
+    does them; directory index pages only under ``/listed/``) on 127.0.0.1 (free port) with a
+    foreground nginx whose configuration, pid, logs and temp files all live in a temp folder.
+    Yields an
     ``NginxHttp`` (``base``, ``url(relpath)``) once the port accepts connections."""
     nginx = _nginx_binary()
     root = Path(root).resolve()
