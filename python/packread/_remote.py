@@ -46,11 +46,14 @@ def is_url(src: Any) -> bool:
 
 
 def url_has_glob(url: str) -> bool:
-    """Whether a URL's path holds glob characters (an HTTP URL's query is not its path)."""
-    rest = url.split("://", 1)[1]
+    """Whether a URL's path holds glob characters (an HTTP URL's query is not its path, nor
+    its host: ``http://[::1]/x``; a URL that does not parse is none, and its open says why)."""
     if url.lower().startswith(("http://", "https://")):
-        rest = rest.split("?", 1)[0].split("#", 1)[0]
-    return glob_magic(rest)
+        try:
+            return glob_magic(urllib.parse.urlsplit(url).path)
+        except ValueError:
+            return False
+    return glob_magic(url.split("://", 1)[1])
 
 
 def option_pairs(storage_options: Mapping[str, Any] | None) -> list[tuple[str, str]]:

@@ -70,10 +70,13 @@ impl ZipArchive {
     ) -> PyResult<Self> {
         let limits = limits(verify_crc, max_member_bytes, max_header_size);
         let place = Place::of(path)?;
+        let remote = matches!(place, Place::Remote(_));
         let open = move || ZipIndex::open_source(place.open()?, limits);
-        let index = match Place::of(path)? {
-            Place::Remote(_) => super::remote::interruptible(py, open)?,
-            Place::Local(_) => py.detach(open).py_err(py)?,
+        // Opening a remote archive waits on requests: interruptible by Ctrl-C.
+        let index = if remote {
+            super::remote::interruptible(py, open)?
+        } else {
+            py.detach(open).py_err(py)?
         };
         Ok(ZipArchive {
             index: Arc::new(index),

@@ -99,7 +99,6 @@ pub struct RemoteFile {
     url: String,
     options: StoreOptions,
     stamp: ObjectStamp,
-    client: Mutex<Option<(u32, Arc<Located>)>>,
     /// Metadata blocks fetched, most recently used last.
     blocks: Mutex<Vec<(u64, Bytes)>>,
     index: Option<IndexCache>,
@@ -144,7 +143,7 @@ impl RemoteFile {
         let fetched = Arc::new(Fetched::default());
         let (meta, at, bytes) = get(&located, url, first.range(), None, &fetched)?;
         let stamp = ObjectStamp::of(&meta);
-        let file = RemoteFile::with_stamp(url, options, stamp, caches, fetched, located);
+        let file = RemoteFile::with_stamp(url, options, stamp, caches, fetched);
         if !bytes.is_empty() {
             file.remember_block(at, bytes);
         }
@@ -159,14 +158,14 @@ impl RemoteFile {
         stamp: ObjectStamp,
         caches: &Caches,
     ) -> Result<RemoteFile> {
-        let located = Arc::new(locate_object(url, &options)?);
+        // The URL and options are checked (and the client made) now, not at the first read.
+        locate_object(url, &options)?;
         Ok(RemoteFile::with_stamp(
             url,
             options,
             stamp,
             caches,
             Arc::default(),
-            located,
         ))
     }
 
@@ -176,7 +175,6 @@ impl RemoteFile {
         stamp: ObjectStamp,
         caches: &Caches,
         fetched: Arc<Fetched>,
-        located: Arc<Located>,
     ) -> RemoteFile {
         let index = caches
             .index
@@ -191,7 +189,6 @@ impl RemoteFile {
             url: url.to_string(),
             options,
             stamp,
-            client: Mutex::new(Some((std::process::id(), located))),
             blocks: Mutex::new(Vec::new()),
             index,
             fetched,
@@ -276,21 +273,16 @@ impl RemoteFile {
             .clear();
     }
 
-    /// This process's client (made again after a fork).
+    /// This process's client for the object (from the process-wide cache of clients, which
+    /// a forked child fills afresh).
     fn client(&self) -> Result<Arc<Located>> {
-        let pid = std::process::id();
-        let mut slot = self.client.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((owner, c)) = &*slot {
-            if *owner == pid {
-                return Ok(c.clone());
-            }
-            // The parent's client is left as it is (leaked): its connections are the
-            // parent's, and dropping them here could close the parent's sockets' state.
-            std::mem::forget(slot.take());
-        }
-        let c = Arc::new(locate(&self.url, &self.options)?);
-        *slot = Some((pid, c.clone()));
-        Ok(c)
+        locate(&self.url, &self.options).map(Arc::new)
+    }
+
+    /// `otherwise`, an error of a parser or of libhdf5 reading this object, or the error of
+    /// the request that failed under it (which names the URL and the status), if one did.
+    pub fn cause(&self, otherwise: Error) -> Error {
+        self.take_failure().unwrap_or(otherwise)
     }
 
     fn check_range(&self, offset: u64, len: usize) -> Result<Range<u64>> {
@@ -668,7 +660,6 @@ pub fn open_many(
                 ObjectStamp::of(&meta),
                 caches,
                 fetched,
-                located[k].clone(),
             );
             if !bytes.is_empty() {
                 file.remember_block(at, bytes);

@@ -268,7 +268,7 @@ impl Hdf5File {
             Hdf5File::open_input(Input::Remote(file.clone()), selection, cache_bytes, threads);
         // What libhdf5 read to open the file is the index cache's entry for it.
         file.save_index();
-        opened.map_err(|e| remote::cause(&file, e))
+        opened.map_err(|e| file.cause(e))
     }
 
     /// Opens a whole file held in memory (`name` is used in messages); libhdf5 reads the

@@ -13,7 +13,7 @@ use hdf5_sys::h5i::hid_t;
 use hdf5_sys::h5p::H5Pclose;
 
 use super::handle::h5err;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::remote::RemoteFile;
 
 type ReadFn = unsafe extern "C" fn(*const c_void, u64, usize, *mut c_void) -> c_int;
@@ -74,9 +74,4 @@ pub(super) unsafe fn open(location: &str, file: &Arc<RemoteFile>) -> Result<hid_
         }));
     }
     Ok(id)
-}
-
-/// After a libhdf5 call on a remote file failed: the request's own error if one failed.
-pub(super) fn cause(file: &RemoteFile, otherwise: Error) -> Error {
-    file.take_failure().unwrap_or(otherwise)
 }

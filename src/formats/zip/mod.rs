@@ -268,21 +268,12 @@ impl ZipIndex<FileSource> {
             FileSource::Remote(remote) => {
                 let members =
                     parse_directory(MetaReader::new(remote), remote.len(), &location, &limits)
-                        .map_err(|e| remote_cause(e, remote))?;
+                        .map_err(|e| remote.cause(e))?;
                 remote.save_index();
                 members
             }
         };
         Ok(ZipIndex::new(source, location, members, limits))
-    }
-}
-
-/// A directory read from object storage that failed because a request did (the parser sees
-/// only "cannot read"): the request's own error, which names the URL and the status.
-fn remote_cause(e: Error, remote: &crate::remote::RemoteFile) -> Error {
-    match remote.take_failure() {
-        Some(cause) => cause,
-        None => e,
     }
 }
 
