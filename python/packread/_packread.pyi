@@ -33,6 +33,7 @@ __all__ = [
     "open_npy_remote",
     "open_npz",
     "parse_npy_buffer",
+    "release_runtime",
     "remote_glob",
     "set_num_threads",
     "shard_order",
@@ -117,6 +118,7 @@ def open_npy_remote(
 ) -> tuple[Reader, list[tuple[int, str | None]]]: ...
 def remote_glob(pattern: str, options: list[tuple[str, str]]) -> list[str]: ...
 def is_url(s: str) -> bool: ...
+def release_runtime() -> None: ...
 
 @final
 class RemoteObject:

@@ -14,6 +14,7 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RemoteObject>()?;
     m.add_function(wrap_pyfunction!(remote_glob, m)?)?;
     m.add_function(wrap_pyfunction!(is_url, m)?)?;
+    m.add_function(wrap_pyfunction!(release_runtime, m)?)?;
     Ok(())
 }
 
@@ -235,4 +236,15 @@ fn remote_glob(
 #[pyfunction]
 fn is_url(s: &str) -> bool {
     crate::remote::is_url(s)
+}
+
+/// Stops packread's I/O runtime and drops its connections when no request is in flight (the
+/// next request starts them again): `PackDataset` calls it once it has opened its reader, so
+/// the process that forks DataLoader workers has no I/O threads.
+///
+/// >>> from packread._packread import release_runtime
+/// >>> release_runtime()
+#[pyfunction]
+fn release_runtime(py: Python<'_>) {
+    py.detach(crate::remote::runtime::release);
 }

@@ -17,7 +17,7 @@
 pub mod block_cache;
 pub(crate) mod errors;
 pub mod index_cache;
-pub(crate) mod runtime;
+pub mod runtime;
 pub mod store;
 
 use std::ops::Range;

@@ -132,6 +132,15 @@ fn alias(key: &str) -> &str {
 type Clients = HashMap<(u32, String, StoreOptions), Arc<dyn ObjectStore>>;
 static CLIENTS: Mutex<Option<Clients>> = Mutex::new(None);
 
+/// Drops this process's clients (the runtime their connections belong to is stopping).
+pub(crate) fn forget_clients() {
+    let pid = std::process::id();
+    let mut clients = CLIENTS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(clients) = clients.as_mut() {
+        clients.retain(|(owner, _, _), _| *owner != pid);
+    }
+}
+
 /// The client for `url`'s store and the object's path in it (see the module's comment for
 /// where settings come from).
 pub(crate) fn locate(url: &str, opts: &StoreOptions) -> Result<Located> {

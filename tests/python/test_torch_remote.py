@@ -6,7 +6,9 @@ group, two workers a rank, over an S3 glob of shards."""
 
 from __future__ import annotations
 
+import contextlib
 import io
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -265,3 +267,31 @@ def test_two_ranks_two_workers_over_an_s3_glob(bucket, root, tmp_path):
             assert result["epochs"][epoch]["all_counts"] == [len(local)] * 2
     seen = {i for r in ranks for b in r["epochs"][0]["batches"] for i in b}
     assert seen == set(range(N))
+
+
+def _io_threads() -> int:
+    """packread's I/O (tokio) threads in this process, by their name."""
+    count = 0
+    for comm in Path("/proc/self/task").glob("*/comm"):
+        with contextlib.suppress(OSError):
+            count += comm.read_text().strip() == "packread-io"
+    return count
+
+
+def _io_threads_after(seconds: float) -> int:
+    """The count once stopped threads had ``seconds`` to exit."""
+    deadline = time.monotonic() + seconds
+    while _io_threads() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return _io_threads()
+
+
+def test_a_process_that_only_made_a_dataset_has_no_io_threads(bucket):
+    """Opening the reader starts packread's I/O runtime; the dataset stops it again, so a
+    DataLoader forking its workers next forks a process with no I/O threads. Reading starts
+    it again."""
+    ds = PackDataset(f"s3://{bucket}/ids.h5", BATCH, seed=8)
+    assert _io_threads_after(5.0) == 0
+    first = next(iter(ds))
+    assert len(ids_of([first])) == BATCH
+    assert _io_threads() > 0

@@ -10,6 +10,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
+from .. import _packread
 from .._common import BatchReader
 from .._hdf5 import HDF5Reader
 from .._image import ImageReader
@@ -24,6 +25,9 @@ class _ReaderSlot:
 
     def __init__(self, source: Source, datasets: Any, options: dict[str, Any]) -> None:
         reader = open_reader(source, datasets, **dict(options))
+        # Opening an object in object storage started packread's I/O threads; the process
+        # that made the dataset usually forks DataLoader workers next, and then keeps none.
+        _packread.release_runtime()
         self._reader: BatchReader | None = reader
         self._pid = os.getpid()
         # Readers of packread pickle as their arguments; another reader travels as itself.
