@@ -188,6 +188,18 @@ fn build(url: &str, opts: &StoreOptions) -> Result<Located> {
         .iter()
         .any(|(k, v)| matches!(k.as_str(), "anon" | "skip_signature") && truthy(v));
     let unknown = |k: &str| bad_option(url, format!("unknown storage option {k:?} for {url}"));
+    macro_rules! cloud {
+        ($builder:ty) => {{
+            let mut b = <$builder>::from_env().with_url(url);
+            for (k, v) in opts.0.iter().filter(|(k, _)| !ours(k)) {
+                b = b.with_config(k.parse().map_err(|_| unknown(k))?, duration_text(k, v));
+            }
+            b.with_skip_signature(anon)
+                .with_retry(retry)
+                .build()
+                .map(|s| Arc::new(s) as _)
+        }};
+    }
     let store: Arc<dyn ObjectStore> = match scheme {
         ObjectStoreScheme::AmazonS3 => {
             let mut b = AmazonS3Builder::from_env().with_url(url);
@@ -206,26 +218,10 @@ fn build(url: &str, opts: &StoreOptions) -> Result<Located> {
                 .build()
                 .map(|s| Arc::new(s) as _)
         }
-        ObjectStoreScheme::GoogleCloudStorage => {
-            let mut b = GoogleCloudStorageBuilder::from_env().with_url(url);
-            for (k, v) in opts.0.iter().filter(|(k, _)| !ours(k)) {
-                b = b.with_config(k.parse().map_err(|_| unknown(k))?, duration_text(k, v));
-            }
-            b.with_skip_signature(anon)
-                .with_retry(retry)
-                .build()
-                .map(|s| Arc::new(s) as _)
-        }
-        ObjectStoreScheme::MicrosoftAzure => {
-            let mut b = MicrosoftAzureBuilder::from_env().with_url(url);
-            for (k, v) in opts.0.iter().filter(|(k, _)| !ours(k)) {
-                b = b.with_config(k.parse().map_err(|_| unknown(k))?, duration_text(k, v));
-            }
-            b.with_skip_signature(anon)
-                .with_retry(retry)
-                .build()
-                .map(|s| Arc::new(s) as _)
-        }
+        // The same recipe for both clouds: the environment, the options (object_store's
+        // keys), anonymous access, packread's retries.
+        ObjectStoreScheme::GoogleCloudStorage => cloud!(GoogleCloudStorageBuilder),
+        ObjectStoreScheme::MicrosoftAzure => cloud!(MicrosoftAzureBuilder),
         ObjectStoreScheme::Http => {
             let mut client = ClientOptions::new();
             for (k, v) in opts.0.iter().filter(|(k, _)| !ours(k)) {
