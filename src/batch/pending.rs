@@ -50,8 +50,12 @@ pub struct Pending<T> {
 
 /// Queues `job` on the pool `threads` selects and returns its handle at once. A panic in the
 /// job becomes an [`ErrorKind::Internal`] error rather than unwinding into the pool.
+///
+/// `ordered` jobs run one after another, oldest first (see [`pool::spawn_ordered_with`]);
+/// the others (reads that mostly wait on the network) run as soon as a thread is free.
 pub fn spawn<T: Send + 'static>(
     threads: Option<usize>,
+    ordered: bool,
     job: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> Pending<T> {
     let shared = Arc::new(Shared {
@@ -61,7 +65,7 @@ pub fn spawn<T: Send + 'static>(
         cancelled: AtomicBool::new(false),
     });
     let theirs = shared.clone();
-    pool::spawn_with(threads, move || {
+    let run = move || {
         let result = if theirs.cancelled.load(Ordering::Acquire) {
             drop(job);
             Err(Error::new(ErrorKind::Internal, "", "cancelled"))
@@ -84,7 +88,12 @@ pub fn spawn<T: Send + 'static>(
         theirs.done.store(true, Ordering::Release);
         drop(state);
         theirs.ready.notify_all();
-    });
+    };
+    if ordered {
+        pool::spawn_ordered_with(threads, run);
+    } else {
+        pool::spawn_with(threads, run);
+    }
     Pending {
         shared,
         pid: std::process::id(),
@@ -164,7 +173,7 @@ mod tests {
 
     #[test]
     fn result_once_then_taken() {
-        let p = spawn(None, || Ok(41 + 1));
+        let p = spawn(None, true, || Ok(41 + 1));
         match p.wait(None) {
             Wait::Ready(Ok(v)) => assert_eq!(v, 42),
             other => panic!("{other:?}"),
@@ -175,12 +184,14 @@ mod tests {
 
     #[test]
     fn errors_and_panics_come_back() {
-        let p: Pending<()> = spawn(None, || Err(Error::new(ErrorKind::Hdf5, "f.h5", "bad")));
+        let p: Pending<()> = spawn(None, true, || {
+            Err(Error::new(ErrorKind::Hdf5, "f.h5", "bad"))
+        });
         match p.wait(None) {
             Wait::Ready(Err(e)) => assert_eq!(e.kind(), ErrorKind::Hdf5),
             other => panic!("{other:?}"),
         }
-        let p: Pending<()> = spawn(None, || panic!("boom"));
+        let p: Pending<()> = spawn(None, true, || panic!("boom"));
         match p.wait(None) {
             Wait::Ready(Err(e)) => {
                 assert_eq!(e.kind(), ErrorKind::Internal);
@@ -200,7 +211,7 @@ mod tests {
     #[test]
     fn timeout_then_ready() {
         let (tx, rx) = mpsc::channel::<()>();
-        let p = spawn(Some(1), move || {
+        let p = spawn(Some(1), false, move || {
             rx.recv().ok();
             Ok(7)
         });
@@ -217,13 +228,13 @@ mod tests {
     fn cancelled_before_start_is_skipped() {
         // Block the one-thread pool so the second job is still queued when it is cancelled.
         let (tx, rx) = mpsc::channel::<()>();
-        let blocker = spawn(Some(1), move || {
+        let blocker = spawn(Some(1), false, move || {
             rx.recv().ok();
             Ok(())
         });
         let ran = Arc::new(AtomicBool::new(false));
         let flag = ran.clone();
-        let skipped = spawn(Some(1), move || {
+        let skipped = spawn(Some(1), false, move || {
             flag.store(true, Ordering::SeqCst);
             Ok(())
         });
@@ -232,5 +243,41 @@ mod tests {
         assert!(matches!(blocker.wait(None), Wait::Ready(Ok(()))));
         assert!(matches!(skipped.wait(None), Wait::Ready(Err(_))));
         assert!(!ran.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn ordered_jobs_run_oldest_first_one_at_a_time() {
+        use std::time::Instant;
+        let log: Arc<Mutex<Vec<(usize, Instant, Instant)>>> = Arc::default();
+        let handles: Vec<Pending<()>> = (0..3)
+            .map(|k| {
+                let log = log.clone();
+                spawn(Some(2), true, move || {
+                    let start = Instant::now();
+                    // A parallel loop: an ordered job has the whole pool.
+                    let n = pool::try_map(&[0u8; 4], |_, _| {
+                        std::thread::sleep(Duration::from_millis(20));
+                        Ok::<_, Error>(1usize)
+                    })?
+                    .len();
+                    assert_eq!(n, 4);
+                    log.lock().unwrap().push((k, start, Instant::now()));
+                    Ok(())
+                })
+            })
+            .collect();
+        for h in &handles {
+            assert!(matches!(h.wait(None), Wait::Ready(Ok(()))));
+        }
+        let log = log.lock().unwrap();
+        assert_eq!(log.iter().map(|e| e.0).collect::<Vec<_>>(), [0, 1, 2]);
+        for w in log.windows(2) {
+            assert!(
+                w[1].1 >= w[0].2,
+                "job {} started before job {} ended",
+                w[1].0,
+                w[0].0
+            );
+        }
     }
 }

@@ -5,8 +5,9 @@
 //! lives in an `ArcSwap`, which is lock-free: a child forked while another parent thread was
 //! inside a read cannot find a lock held by a thread that no longer exists.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwapOption;
 use rayon::{ThreadPool, ThreadPoolBuilder};
@@ -20,6 +21,18 @@ struct Pool {
     requested: usize,
     threads: usize,
     pool: ThreadPool,
+    /// Jobs queued with [`spawn_ordered_with`], oldest first.
+    ordered: Mutex<Ordered>,
+}
+
+/// A job queued on a pool.
+type Job = Box<dyn FnOnce() + Send + 'static>;
+
+#[derive(Default)]
+struct Ordered {
+    queue: VecDeque<Job>,
+    /// Whether a pool thread is running the queue.
+    driving: bool,
 }
 
 static POOL: ArcSwapOption<Pool> = ArcSwapOption::const_empty();
@@ -72,6 +85,7 @@ fn current() -> Arc<Pool> {
         requested,
         threads,
         pool,
+        ordered: Mutex::default(),
     });
     if let Some(old) = POOL.swap(Some(fresh.clone())) {
         if old.pid != pid {
@@ -106,6 +120,9 @@ pub struct Work {
     pub units: usize,
     /// Bytes the read produces, at most (a chunk counts whole; `u64::MAX`: never inline).
     pub bytes: u64,
+    /// Whether the read mostly waits on the network: it then runs as soon as a thread is
+    /// free, overlapping its waits with other reads', rather than in turn.
+    pub waits: bool,
 }
 
 impl Work {
@@ -115,10 +132,21 @@ impl Work {
     /// Most files or members a read may touch to run inline (each may cost an `open`).
     pub const INLINE_UNITS: usize = 4;
 
-    /// The same work, never run inline (a read whose every request is a network round trip).
+    /// Sized work that touches `units` files or members and produces `bytes`.
+    pub fn new(units: usize, bytes: u64) -> Work {
+        Work {
+            units,
+            bytes,
+            waits: false,
+        }
+    }
+
+    /// The same work, waiting on the network: never run inline (a read whose every request
+    /// is a round trip), and not queued behind other reads.
     pub fn never_inline(self) -> Work {
         Work {
             units: self.units.max(Self::INLINE_UNITS + 1),
+            waits: true,
             ..self
         }
     }
@@ -188,6 +216,38 @@ pub fn spawn_with(threads: Option<usize>, job: impl FnOnce() + Send + 'static) {
     });
 }
 
+/// Queues `job` on the pool `threads` selects, behind every job queued there before it with
+/// this function, and returns at once. Such jobs run one at a time, oldest first, each with
+/// the whole pool for its parallel loops: a batch read ahead never takes threads from the
+/// batch the consumer waits for, so the first batch arrives after one batch's read rather
+/// than after all the reads started with it. (Reads that mostly wait on the network use
+/// [`spawn_with`]: they overlap their waits instead.)
+pub fn spawn_ordered_with(threads: Option<usize>, job: impl FnOnce() + Send + 'static) {
+    let pool = pool_for(threads);
+    let mut ordered = pool.ordered.lock().unwrap_or_else(|e| e.into_inner());
+    ordered.queue.push_back(Box::new(job));
+    if ordered.driving {
+        return;
+    }
+    ordered.driving = true;
+    drop(ordered);
+    let driver = pool.clone();
+    pool.pool.spawn(move || loop {
+        let next = {
+            let mut ordered = driver.ordered.lock().unwrap_or_else(|e| e.into_inner());
+            let next = ordered.queue.pop_front();
+            if next.is_none() {
+                ordered.driving = false;
+            }
+            next
+        };
+        match next {
+            Some(job) => job(),
+            None => break,
+        }
+    });
+}
+
 /// The pool for `threads`: the shared one, or one of a fixed size for readers given their own
 /// `num_threads`.
 fn pool_for(threads: Option<usize>) -> Arc<Pool> {
@@ -213,6 +273,7 @@ fn pool_for(threads: Option<usize>) -> Arc<Pool> {
         requested: threads,
         threads,
         pool,
+        ordered: Mutex::default(),
     });
     // Keep this process's pools; leak (never drop) those inherited from a parent.
     let mut next: Vec<Arc<Pool>> = Vec::new();
@@ -264,20 +325,8 @@ mod tests {
         assert!(!is_inline());
         let doubled = run_inline(|| try_map(&[1, 2, 3], |_, &x| Ok::<_, ()>(x * 2))).unwrap();
         assert_eq!(doubled, vec![2, 4, 6]);
-        assert!(Work {
-            units: 1,
-            bytes: 64
-        }
-        .is_tiny());
-        assert!(!Work {
-            units: 64,
-            bytes: 64
-        }
-        .is_tiny());
-        assert!(!Work {
-            units: 1,
-            bytes: 1 << 30
-        }
-        .is_tiny());
+        assert!(Work::new(1, 64).is_tiny());
+        assert!(!Work::new(64, 64).is_tiny());
+        assert!(!Work::new(1, 1 << 30).is_tiny());
     }
 }
