@@ -263,10 +263,7 @@ impl Index for Shards {
             .filter_map(|&a| self.arrays.get(a))
             .map(ArraySpec::sample_bytes)
             .sum();
-        Work {
-            units: rows,
-            bytes: (rows as u64).saturating_mul(bytes as u64),
-        }
+        Work::new(rows, (rows as u64).saturating_mul(bytes as u64))
     }
 
     fn plan(&self, _rows: &Rows, _arrays: &[usize], _plan: &mut Plan) -> Result<()> {

@@ -376,10 +376,7 @@ impl ImageIndex {
                     &extents,
                     &mut [&mut buf],
                     self.faults(),
-                    Work {
-                        units: rows.len(),
-                        bytes: total as u64,
-                    },
+                    Work::new(rows.len(), total as u64),
                     self.threads,
                     |k, e| e.at(self.names[rows.as_slice()[k]].clone()),
                 )?;
@@ -454,7 +451,7 @@ impl ImageIndex {
             std::slice::from_ref(&extent),
             &mut [out],
             self.faults(),
-            Work { units: 1, bytes: 0 },
+            Work::new(1, 0),
             None,
             |_, e| self.locate((0, row as u64), e),
         )?;
@@ -603,10 +600,7 @@ impl ImageIndex {
                 &extents,
                 &mut [out],
                 self.faults(),
-                Work {
-                    units: extents.len(),
-                    bytes: total,
-                },
+                Work::new(extents.len(), total),
                 self.threads,
                 |k, e| self.locate((0, tags[k] as u64), e),
             )?;
@@ -765,10 +759,7 @@ impl Index for ImageIndex {
     /// Decoding dominates: a few milliseconds an image, so every batch but one image is
     /// worth the pool.
     fn work(&self, rows: usize, _arrays: &[usize]) -> Work {
-        Work {
-            units: rows,
-            bytes: (rows as u64).saturating_mul(1 << 20),
-        }
+        Work::new(rows, (rows as u64).saturating_mul(1 << 20))
     }
 
     fn threads(&self) -> Option<usize> {

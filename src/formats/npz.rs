@@ -201,10 +201,10 @@ impl Index for NpzIndex {
             .iter()
             .map(|&k| self.keys[k].expect.data_len() as u64)
             .sum();
-        Work {
-            units: rows.saturating_mul(keys.len()),
-            bytes: (rows as u64).saturating_mul(per_row),
-        }
+        Work::new(
+            rows.saturating_mul(keys.len()),
+            (rows as u64).saturating_mul(per_row),
+        )
     }
 
     fn threads(&self) -> Option<usize> {
@@ -321,10 +321,7 @@ fn expect(header: &NpyHeader, limits: &ZipLimits, keep_layout: bool) -> NpyExpec
 
 /// What loading a whole archive costs (tiny archives load inline, see [`Work`]).
 pub fn load_work<S: Source>(index: &ZipIndex<S>) -> Work {
-    Work {
-        units: index.len(),
-        bytes: index.members().iter().map(|m| m.size()).sum(),
-    }
+    Work::new(index.len(), index.members().iter().map(|m| m.size()).sum())
 }
 
 /// Every member of an archive, in archive order, keyed as numpy keys them (`.npy` dropped).

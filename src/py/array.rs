@@ -103,6 +103,18 @@ pub(super) struct RawOut {
 // `Outputs::into_slices`, whose caller promises the array is alive while they are used.
 unsafe impl Send for RawOut {}
 
+impl RawOut {
+    /// The first byte.
+    pub(super) fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// Bytes spanned.
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+}
+
 /// Output arrays proven not to share memory: the only way to reach their bytes. They are
 /// written concurrently, so two outputs over the same bytes would be a data race.
 pub(super) struct Outputs(Vec<RawOut>);

@@ -317,10 +317,7 @@ impl HDF5File {
         let slot: Arc<Mutex<Option<RaggedBatch>>> = Arc::default();
         let (file, theirs) = (Arc::clone(&self.file), slot.clone());
         // The sequences' sizes are only known from the file: always on the pool.
-        let work = Work {
-            units: usize::MAX,
-            bytes: u64::MAX,
-        };
+        let work = Work::new(usize::MAX, u64::MAX);
         let read = submit(py, self.threads, work, Vec::new(), move || {
             let batch = file.read_ragged(&rows, w)?;
             *theirs.lock().unwrap_or_else(|e| e.into_inner()) = Some(batch);

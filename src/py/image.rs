@@ -178,10 +178,10 @@ impl ImageFile {
             .in_epoch(epoch);
         let slot: Arc<Mutex<Option<SizedBatch>>> = Arc::default();
         let (index, theirs) = (Arc::clone(&self.index), slot.clone());
-        let work = Work {
-            units: usize::MAX,
-            bytes: u64::MAX,
-        };
+        let mut work = Work::new(usize::MAX, u64::MAX);
+        if index.source().coalesce().is_some() {
+            work = work.never_inline();
+        }
         let read = submit(py, index.threads(), work, Vec::new(), move || {
             let batch = index.read_sized(&rows)?;
             *theirs.lock().unwrap_or_else(|e| e.into_inner()) = Some(batch);

@@ -2,6 +2,7 @@
 //! the GIL around all I/O (`py.detach`) and maps core errors to Python exceptions.
 
 mod array;
+mod buffers;
 mod detached;
 mod errors;
 mod hdf5;
@@ -44,6 +45,7 @@ fn _packread(m: &Bound<'_, PyModule>) -> PyResult<()> {
     order::register(m)?;
     shards::register(m)?;
     remote::register(m)?;
+    buffers::register(m)?;
     Ok(())
 }
 

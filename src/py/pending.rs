@@ -45,7 +45,8 @@ pub(super) fn take_finished<T>(py: Python<'_>, slot: &Mutex<Option<T>>) -> PyRes
 /// released) when `work` is tiny: the pool hand-off would cost more than the read. Either way
 /// the caller gets a handle to wait on; an inline one is already done. `keep` holds the
 /// arrays the job writes into: they live until the job has finished, whoever drops the
-/// handle first.
+/// handle first. Queued reads run oldest first, one at a time, each with the whole pool,
+/// unless `work` mostly waits on the network (see `pool::spawn_ordered_with`).
 pub(super) fn submit(
     py: Python<'_>,
     threads: Option<usize>,
@@ -61,7 +62,7 @@ pub(super) fn submit(
             outcome: Mutex::new(None),
         };
     }
-    let pending = pending::spawn(threads, move || {
+    let pending = pending::spawn(threads, !work.waits, move || {
         let result = job();
         // Dropped here, on the pool thread, without the GIL: pyo3 defers the decrements to
         // the next time any thread holds the GIL.

@@ -478,10 +478,7 @@ impl Index for Hdf5File {
             .iter()
             .any(|&w| matches!(self.datasets[w].path, ReadPath::Library(_)))
         {
-            return pool::Work {
-                units: usize::MAX,
-                bytes: u64::MAX,
-            };
+            return pool::Work::new(usize::MAX, u64::MAX);
         }
         let per_row: u64 = which
             .iter()
@@ -490,10 +487,10 @@ impl Index for Hdf5File {
                 ds.sample_bytes.max(ds.chunk_bytes) as u64
             })
             .sum();
-        pool::Work {
-            units: rows.saturating_mul(which.len()),
-            bytes: (rows as u64).saturating_mul(per_row),
-        }
+        pool::Work::new(
+            rows.saturating_mul(which.len()),
+            (rows as u64).saturating_mul(per_row),
+        )
     }
 
     /// Every dataset's reads in one plan: contiguous rows, fill values, chunks (straight into

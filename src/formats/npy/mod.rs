@@ -77,10 +77,7 @@ pub fn read_file_data(
     }
     let files = PathSet::new(vec![path.to_path_buf()], vec![stamp]);
     let extent = Extent::raw(0, header.data_offset as u64, header.data_len, Dest::At(0));
-    let work = Work {
-        units: 1,
-        bytes: header.data_len as u64,
-    };
+    let work = Work::new(1, header.data_len as u64);
     let extents = std::slice::from_ref(&extent);
     run_extents(
         &files,
@@ -294,10 +291,10 @@ impl Index for NpyIndex {
     }
 
     fn work(&self, rows: usize, _arrays: &[usize]) -> Work {
-        Work {
-            units: rows,
-            bytes: (rows as u64).saturating_mul(self.sample_bytes() as u64),
-        }
+        Work::new(
+            rows,
+            (rows as u64).saturating_mul(self.sample_bytes() as u64),
+        )
     }
 
     fn threads(&self) -> Option<usize> {

@@ -499,10 +499,10 @@ impl<S: Source> ZipIndex<S> {
         outs: &mut [&mut [u8]],
         threads: Option<usize>,
     ) -> Result<()> {
-        let work = Work {
-            units: extents.len(),
-            bytes: extents.iter().map(|e| e.decoded_len as u64).sum(),
-        };
+        let work = Work::new(
+            extents.len(),
+            extents.iter().map(|e| e.decoded_len as u64).sum(),
+        );
         run_extents(
             &self.source,
             extents,

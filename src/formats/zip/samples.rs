@@ -130,10 +130,10 @@ impl<S: Source + Send + Sync> Index for ZipSamples<S> {
     }
 
     fn work(&self, rows: usize, _arrays: &[usize]) -> Work {
-        Work {
-            units: rows,
-            bytes: (rows as u64).saturating_mul(self.arrays[0].sample_bytes() as u64),
-        }
+        Work::new(
+            rows,
+            (rows as u64).saturating_mul(self.arrays[0].sample_bytes() as u64),
+        )
     }
 
     fn threads(&self) -> Option<usize> {
