@@ -26,8 +26,9 @@ from .._epoch import (
 )
 from .._open import Source
 from ..errors import InvalidArgumentError, PackreadTypeError
+from ._buffers import Device, Recycled, WorkerSlabs, cuda_available, want_pinned
 from ._clock import _EpochClock
-from ._reading import _ReaderSlot, _start_batch, to_torch
+from ._reading import Sink, Started, _ReaderSlot, finish_batch, start_batch
 
 
 class PackDataset(IterableDataset):
@@ -50,9 +51,22 @@ class PackDataset(IterableDataset):
       from these arguments, else one rank. See the module docstring for how an epoch is cut;
       ``len(ds)`` is the number of batches this rank yields per epoch.
     - ``prefetch``: batches being read ahead (with ``batch_async``, on packread's threads) in
-      the process that iterates, the main process with ``num_workers=0`` or each worker. Each
-      batch is a new array, never overwritten: memory is about ``prefetch + 2`` batches per
-      process.
+      the process that iterates, the main process with ``num_workers=0`` or each worker. The
+      oldest batch is read first, with all of packread's threads.
+    - Batch memory is recycled: a batch is written into the buffer of one the consumer has
+      dropped (pages already touched, about twice as fast to fill as new ones). A batch is
+      never overwritten while anything (an array, a tensor, a view) still refers to it: keep
+      batches as long as you like, they only cost new buffers. Memory is about
+      ``prefetch + 2`` batches per process, plus the batches you hold.
+    - With DataLoader workers, each worker reads into a few buffers in shared memory made once
+      (``prefetch + 6`` at most), and the main process maps each once: a batch crosses as a
+      small message, and its tensors are views of the worker's buffer, which returns to the
+      worker when they are dropped.
+    - ``pin_memory=True`` writes batches straight into page-locked memory (recycled too; with
+      workers, their shared buffers are page-locked in the main process): leave the
+      DataLoader's own ``pin_memory`` off, it would copy them again. ``device="cuda"`` yields
+      batches on that device, copied on a side stream (with ``num_workers=0``, one batch
+      ahead): the current stream waits for the copy on the GPU, the host does not.
     - ``transform(batch)`` is applied to each numpy batch (array or dict) in the process that
       reads it, before the conversion to tensors.
     - ``state_dict()``/``load_state_dict()`` save and restore ``(seed, epoch, position)``; a new
@@ -86,6 +100,8 @@ class PackDataset(IterableDataset):
         world_size: int | None = None,
         chunk_window: int | None = None,
         shard_window: int = 4,
+        pin_memory: bool = False,
+        device: str | None = None,
         **reader_options: Any,
     ) -> None:
         super().__init__()
@@ -108,6 +124,16 @@ class PackDataset(IterableDataset):
         self.drop_last = bool(drop_last)
         self.shuffle_mode = shuffle_mode if self.shuffle else "none"
         self.transform = transform
+        self.pin_memory = bool(pin_memory)
+        if device is not None:
+            name = str(device)
+            if not name.startswith("cuda"):
+                raise InvalidArgumentError(f"device must be a CUDA device, not {device!r}")
+            if not cuda_available():
+                raise InvalidArgumentError(f"device={device!r}, but torch sees no CUDA device")
+        self.device = None if device is None else str(device)
+        #: ``(pid, sink)``: where this process writes batches (made on first use).
+        self._sink: tuple[int, Sink] | None = None
         self._explicit_rank = None if rank is None else (int(rank), int(world_size))  # type: ignore[arg-type]
         self._slot = _ReaderSlot(source, datasets, reader_options)
         reader = self._slot.get()
@@ -314,9 +340,28 @@ class PackDataset(IterableDataset):
             first = first_batch(start, worker)
         cursor = Cursor(epoch, first, workers, worker)
         self._cursor = cursor
-        return self._iterate(cursor, gen_id, to_shared=info is not None and self.transform is None)
+        return self._iterate(cursor, gen_id, self._sink_here(info))
 
-    def _iterate(self, cursor: Cursor, gen_id: int, to_shared: bool) -> Iterator[Any]:
+    def _sink_here(self, info: Any) -> Sink:
+        """Where this process writes batches: its recycled buffers, or a worker's shared slabs
+        (made once per process)."""
+        if self._sink is not None and self._sink[0] == os.getpid():
+            return self._sink[1]
+        sink: Sink
+        if info is not None and self.transform is None:
+            sink = WorkerSlabs(
+                self.prefetch + 6,
+                info.num_workers,
+                self.pin_memory or self.device is not None,
+                self.device,
+            )
+        else:
+            pinned = info is None and want_pinned(self.pin_memory or self.device is not None)
+            sink = Recycled(self.prefetch + 2, pinned=pinned)
+        self._sink = (os.getpid(), sink)
+        return sink
+
+    def _iterate(self, cursor: Cursor, gen_id: int, sink: Sink) -> Iterator[Any]:
         reader = self._slot.get()
         plan = self._plan(cursor.step)
         saved, self._saved_workers = self._saved_workers, None
@@ -328,38 +373,68 @@ class PackDataset(IterableDataset):
             )
         indices = plan.rank_indices(cursor.epoch)
         todo = plan.batches(indices, cursor.positions(plan.num_batches))
-        in_flight: collections.deque[tuple[int, Any, Any]] = collections.deque()
+        in_flight: collections.deque[tuple[int, Started]] = collections.deque()
+        # A worker copies nothing to the device: the main process does, on receipt.
+        device = Device(self.device) if self.device and not isinstance(sink, WorkerSlabs) else None
+        copying: set[int] = set()  # batches whose copy to the device has started
 
         def submit() -> None:
             for j, idx in todo:
-                in_flight.append((j, *_start_batch(reader, idx, to_shared, cursor.epoch)))
+                in_flight.append((j, start_batch(reader, idx, sink, cursor.epoch)))
                 return
 
-        for _ in range(max(self.prefetch, 1)):
-            submit()
-        first = True
-        while in_flight:
-            j, handle, tensors = in_flight.popleft()
-            batch = handle.result()
-            if self.prefetch:
+        def copy_ahead() -> None:
+            """Starts the next batch's copy to the device, if it has been read already."""
+            assert device is not None
+            if in_flight and in_flight[0][0] not in copying and in_flight[0][1].done():
+                k, ahead = in_flight[0]
+                device.start(finish_batch(ahead, sink, self.transform))
+                copying.add(k)
+
+        try:
+            for _ in range(max(self.prefetch, 1)):
                 submit()
-            if tensors is not None:
-                item = tensors
-            else:
-                item = to_torch(batch if self.transform is None else self.transform(batch))
-            cursor.advance(j)
-            if first:
-                self._clock.mark_used(gen_id)
-                first = False
-            yield item
-            if not self.prefetch:
-                submit()
+            first = True
+            while in_flight:
+                j, started = in_flight.popleft()
+                if j in copying:
+                    copying.discard(j)
+                    item = None
+                else:
+                    item = finish_batch(started, sink, self.transform)
+                if self.prefetch:
+                    submit()
+                if device is not None:
+                    if item is not None:
+                        device.start(item)
+                    copy_ahead()
+                    item = device.finish()
+                cursor.advance(j)
+                if first:
+                    self._clock.mark_used(gen_id)
+                    first = False
+                yield item
+                del item
+                if not self.prefetch:
+                    submit()
+        finally:
+            # Batches read ahead and never yielded: a worker's slabs go back to it.
+            for _, started in in_flight:
+                started.abandon()
 
     def __getstate__(self) -> dict[str, Any]:
         self._sharding()
         state = dict(self.__dict__)
         state["_cursor"] = None
+        state["_sink"] = None
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Pickles made before these settings existed load with their defaults.
+        state.setdefault("pin_memory", False)
+        state.setdefault("device", None)
+        state.setdefault("_sink", None)
+        self.__dict__.update(state)
 
     @property
     def reader(self) -> BatchReader:

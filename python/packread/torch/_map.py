@@ -16,7 +16,7 @@ from .._image import ImageReader
 from .._open import Source
 from ..errors import PackreadTypeError
 from ._clock import _EpochClock
-from ._reading import _ReaderSlot, _start_batch, to_torch
+from ._reading import _ReaderSlot, finish_batch, start_batch
 
 
 class _Rows(list):
@@ -94,13 +94,11 @@ class PackMapDataset(Dataset):
     def _read(self, indices: Any) -> Any:
         reader = self._slot.get()
         idx = np.asarray(indices, dtype=np.int64)
-        to_shared = get_worker_info() is not None and self.transform is None
+        # In a DataLoader worker, straight into a new shared-memory block (the batch is the
+        # sampler's, of any size: nothing to recycle).
+        sink = "shared" if get_worker_info() is not None and self.transform is None else None
         epoch = self._clock.fixed() if isinstance(reader, ImageReader) else 0
-        handle, tensors = _start_batch(reader, idx, to_shared, epoch)
-        batch = handle.result()
-        if tensors is not None:
-            return tensors
-        return to_torch(batch if self.transform is None else self.transform(batch))
+        return finish_batch(start_batch(reader, idx, sink, epoch), sink, self.transform)
 
     def __getitems__(self, indices: Sequence[int]) -> list[Any]:
         """The samples ``indices``, read as one batch (see :meth:`collate_fn`)."""

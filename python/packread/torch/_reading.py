@@ -3,9 +3,11 @@ batches started (into shared memory in DataLoader workers) and numpy arrays made
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
-from typing import Any, cast
+from collections.abc import Callable
+from typing import Any, Union
 
 import numpy as np
 import torch
@@ -17,6 +19,7 @@ from .._image import ImageReader
 from .._npy import NpyReader
 from .._open import Source, open_reader
 from .._zip import NpzReader, ZipReader
+from ._buffers import Claim, Recycled, Specs, WorkerSlabs, torch_ready
 
 
 class _ReaderSlot:
@@ -53,7 +56,7 @@ def _is_packread(reader: Any) -> bool:
 
 def _torch_ready(arr: np.ndarray) -> bool:
     """Whether ``torch.from_numpy`` takes ``arr`` as it is (a plain number type, native order)."""
-    return arr.dtype.kind in "biufc" and arr.dtype.isnative and arr.dtype != np.longdouble
+    return torch_ready(arr.dtype)
 
 
 def to_torch(value: Any) -> Any:
@@ -74,13 +77,13 @@ def to_torch(value: Any) -> Any:
 
 
 def _shared_output(rows: int, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
-    """``(tensor, array)``: an empty batch in shared memory, the tensor and a numpy view of it,
-    or ``None`` where torch cannot hold the dtype. In a DataLoader worker, a batch read straight
-    into shared memory reaches the main process without the copy the loader would make."""
-    probe = np.empty(0, dtype=dtype)
-    if not _torch_ready(probe):
+    """``(tensor, array)``: an empty batch in a new shared-memory block, the tensor and a numpy
+    view of it, or ``None`` where torch cannot hold the dtype. A worker's batch read straight
+    into shared memory reaches the main process without the copy the loader would make (the
+    path when a worker's slabs are all held, and for readers that are not packread's)."""
+    if not _torch_ready(np.empty(0, dtype=dtype)):
         return None
-    tdtype = torch.from_numpy(probe).dtype
+    tdtype = torch.from_numpy(np.empty(0, dtype=dtype)).dtype
     nbytes = rows * math.prod(shape) * dtype.itemsize
     storage = torch.UntypedStorage._new_shared(nbytes)
     # torch's stubs want a stride too; without one the tensor is contiguous, as wanted.
@@ -97,65 +100,134 @@ class _Done:
     def result(self, timeout: float | None = None) -> Any:
         return self._value
 
-
-class _Labelled:
-    """An image batch being read, with its labels: ``{"images": ..., "labels": ...}``."""
-
-    def __init__(self, handle: Any, labels: np.ndarray | None) -> None:
-        self._handle = handle
-        self._labels = labels
-
-    def result(self, timeout: float | None = None) -> Any:
-        images = self._handle.result(timeout)
-        if self._labels is None:
-            return {"images": images}
-        return {"images": images, "labels": self._labels}
+    def done(self) -> bool:
+        return True
 
 
-def _start_images(
-    reader: ImageReader, idx: np.ndarray, to_shared: bool, epoch: int
-) -> tuple[Any, Any]:
-    """:func:`_start_batch` for images: ``{"images", "labels"}`` (no labels for a source
-    without any), the random crops of ``epoch``."""
-    labels = None if reader.labels is None else reader.labels[idx]
-    single = None
-    if to_shared and None not in reader.shape:
-        single = _shared_output(len(idx), reader.shape, reader.dtype)
-    if single is None:
-        return _Labelled(reader.batch_async(idx, epoch=epoch), labels), None
-    tensor, out = single
-    handle = _Labelled(reader.batch_async(idx, epoch=epoch, out=out), labels)
-    tensors = {"images": tensor}
-    if labels is not None:
-        tensors["labels"] = torch.from_numpy(labels)
-    return handle, tensors
+#: Where batches are written: new arrays (``None``), recycled buffers in this process, a
+#: worker's shared slabs, or (``"shared"``) a new shared-memory block per batch.
+Sink = Union[None, Recycled, WorkerSlabs, str]
 
 
-def _start_batch(
-    reader: BatchReader, idx: np.ndarray, to_shared: bool, epoch: int = 0
-) -> tuple[Any, Any]:
-    """Starts reading ``idx`` (in ``epoch``, which random image crops are drawn from); returns
-    ``(handle, tensors)``, where ``tensors`` replaces the result when the batch was read into
-    shared memory (``None`` otherwise)."""
+def _specs(reader: BatchReader, rows: int) -> tuple[Specs, list[str] | None] | None:
+    """The arrays a batch of ``rows`` is read into, and their keys (``None``: one array), or
+    ``None`` where they cannot be made ahead (sizes known only once read, dtypes torch cannot
+    hold)."""
+    shape: Any = reader.shape
+    dtype: Any = reader.dtype
     if isinstance(reader, ImageReader):
-        return _start_images(reader, idx, to_shared, epoch)
-    out: Any = None
-    tensors: Any = None
-    if to_shared:
-        shape, dtype = reader.shape, reader.dtype
-        if isinstance(dtype, dict):
-            shapes = cast("dict[str, tuple[int, ...]]", shape)
-            made = {k: _shared_output(len(idx), shapes[k], dtype[k]) for k in dtype}
-            if all(m is not None for m in made.values()):
-                out = {k: m[1] for k, m in made.items()}
-                tensors = {k: m[0] for k, m in made.items()}
-        else:
-            single = _shared_output(len(idx), cast("tuple[int, ...]", shape), dtype)
-            if single is not None:
-                tensors, out = single
-    start = getattr(reader, "batch_async", None)
-    if start is not None:
-        handle: Any = start(idx, out=out) if out is not None else start(idx)
+        specs: Specs = [((rows, *shape), np.dtype(dtype))]
+        keys: list[str] | None = ["images"]
+    elif isinstance(dtype, dict):
+        keys = list(dtype)
+        specs = [((rows, *shape[k]), np.dtype(dtype[k])) for k in keys]
     else:
-        handle = _Done(reader.batch(idx, out=out) if out is not None else reader.batch(idx))
-    return handle, tensors
+        keys = None
+        specs = [((rows, *shape), np.dtype(dtype))]
+    if any(None in s or not torch_ready(d) for s, d in specs):
+        return None
+    return specs, keys
+
+
+class Started:
+    """A batch being read: the read's handle and where it is being written."""
+
+    __slots__ = ("claim", "handle", "images", "keys", "labels", "specs", "tensors")
+
+    def __init__(self, handle: Any, images: bool = False, labels: np.ndarray | None = None) -> None:
+        self.handle = handle
+        #: An image batch: ``{"images": ..., "labels": ...}`` (no labels for a source without).
+        self.images = images
+        self.labels = labels
+        self.claim: Claim | None = None
+        self.specs: Specs = []
+        self.keys: list[str] | None = None
+        #: The batch as tensors, when it was read into a new shared block.
+        self.tensors: Any = None
+
+    def done(self) -> bool:
+        return bool(self.handle.done())
+
+    def abandon(self) -> None:
+        """Waits for the read to end and gives its slab back (a batch never sent)."""
+        if self.claim is None:
+            return
+        with contextlib.suppress(Exception):  # the batch is dropped either way
+            self.handle.result()
+        self.claim.slab.shared.unclaim()
+        self.claim = None
+
+
+def start_batch(reader: BatchReader, idx: np.ndarray, sink: Sink, epoch: int = 0) -> Started:
+    """Starts reading ``idx`` (in ``epoch``, which random image crops are drawn from) into
+    ``sink``'s memory."""
+    made = _specs(reader, len(idx)) if sink is not None else None
+    out: Any = None
+    claim = None
+    tensors: Any = None
+    if made is not None:
+        specs, keys = made
+        arrays: list[np.ndarray] | None = None
+        if isinstance(sink, WorkerSlabs):
+            claim = sink.claim(specs)
+            arrays = claim.arrays if claim is not None else None
+            if claim is None:
+                sink = "shared"
+        elif isinstance(sink, Recycled):
+            arrays = sink.arrays(specs)
+        if sink == "shared":
+            shared = [_shared_output(s[0], s[1:], d) for (s, d) in specs]
+            tensors = [t for t, _ in shared]
+            arrays = [a for _, a in shared]
+        if arrays is not None:
+            out = (
+                arrays[0]
+                if keys is None or isinstance(reader, ImageReader)
+                else dict(zip(keys, arrays, strict=True))
+            )
+            if tensors is not None:
+                tensors = tensors[0] if keys is None else dict(zip(keys, tensors, strict=True))
+    if isinstance(reader, ImageReader):
+        labels = None if reader.labels is None else reader.labels[idx]
+        kwargs: dict[str, Any] = {"epoch": epoch} if out is None else {"epoch": epoch, "out": out}
+        started = Started(reader.batch_async(idx, **kwargs), True, labels)
+        if tensors is not None:
+            tensors = dict(tensors) if isinstance(tensors, dict) else {"images": tensors}
+            if labels is not None:
+                tensors["labels"] = torch.from_numpy(labels)
+    else:
+        begin = getattr(reader, "batch_async", None)
+        if begin is not None:
+            handle: Any = begin(idx, out=out) if out is not None else begin(idx)
+        else:
+            handle = _Done(reader.batch(idx, out=out) if out is not None else reader.batch(idx))
+        started = Started(handle)
+    started.claim = claim
+    started.tensors = tensors
+    if made is not None:
+        started.specs, started.keys = made
+    return started
+
+
+def finish_batch(started: Started, sink: Sink, transform: Callable[[Any], Any] | None) -> Any:
+    """The item a started batch becomes once read: a worker's ticket for its slab, tensors
+    (``transform`` applied to the numpy batch first)."""
+    try:
+        batch = started.handle.result()
+    except BaseException:
+        if started.claim is not None:
+            started.claim.slab.shared.unclaim()
+            started.claim = None
+        raise
+    if started.images:
+        batch = {"images": batch}
+        if started.labels is not None:
+            batch["labels"] = started.labels
+    claim = started.claim
+    if claim is not None and isinstance(sink, WorkerSlabs):
+        started.claim = None
+        extra = None if started.labels is None else {"labels": started.labels}
+        return sink.ticket(claim, started.specs, started.keys, extra)
+    if started.tensors is not None:
+        return started.tensors
+    return to_torch(batch if transform is None else transform(batch))
