@@ -94,6 +94,19 @@ pub fn strip_fletcher32(input: &[u8], out: &mut [u8]) -> Result<(), CodecError> 
 
 /// Decodes an LZF block into exactly `out`.
 pub fn lzf_decompress(input: &[u8], out: &mut [u8]) -> Result<(), CodecError> {
+    lzf_decode(input, out, false)
+}
+
+/// Decodes the first `out.len()` bytes of an LZF block and stops there: the rest of the block
+/// is not decoded (the rows a batch needs from a chunk of several samples may all lie in its
+/// first part). What it decodes is checked as [`lzf_decompress`] checks it.
+pub fn lzf_decompress_prefix(input: &[u8], out: &mut [u8]) -> Result<(), CodecError> {
+    lzf_decode(input, out, true)
+}
+
+/// LZF's decoder, hand-written: the format is a few lines (literal runs and back references),
+/// and a prefix decode, which no LZF crate offers, is the point of having it here.
+fn lzf_decode(input: &[u8], out: &mut [u8], prefix: bool) -> Result<(), CodecError> {
     let (mut ip, mut op) = (0usize, 0usize);
     let bad = |what: &str| format!("corrupt LZF stream ({what})");
     while ip < input.len() {
@@ -104,6 +117,11 @@ pub fn lzf_decompress(input: &[u8], out: &mut [u8]) -> Result<(), CodecError> {
             let src = input
                 .get(ip..ip + len)
                 .ok_or_else(|| bad("literal past the input"))?;
+            if prefix && op + len >= out.len() {
+                let take = out.len() - op;
+                out[op..].copy_from_slice(&src[..take]);
+                return Ok(());
+            }
             out.get_mut(op..op + len)
                 .ok_or_else(|| bad("output past the chunk size"))?
                 .copy_from_slice(src);
@@ -122,6 +140,11 @@ pub fn lzf_decompress(input: &[u8], out: &mut [u8]) -> Result<(), CodecError> {
             let from = op
                 .checked_sub(back)
                 .ok_or_else(|| bad("reference before the start"))?;
+            let mut stop = false;
+            if prefix && op + len >= out.len() {
+                len = out.len() - op;
+                stop = true;
+            }
             if op + len > out.len() {
                 return Err(bad("output past the chunk size").into());
             }
@@ -138,6 +161,9 @@ pub fn lzf_decompress(input: &[u8], out: &mut [u8]) -> Result<(), CodecError> {
                 }
             }
             op += len;
+            if stop {
+                return Ok(());
+            }
         }
     }
     if op != out.len() {
@@ -194,5 +220,12 @@ mod tests {
         let mut short = [0u8; 11];
         assert!(lzf_decompress(&stream, &mut short).is_err());
         assert!(lzf_decompress(&[(1 << 5), 5], &mut [0u8; 3]).is_err());
+        // Prefixes stop inside the literal and inside the back reference.
+        for n in 0..=12 {
+            let mut head = vec![0u8; n];
+            lzf_decompress_prefix(&stream, &mut head).unwrap();
+            assert_eq!(&head[..], &b"abcabcabcabc"[..n]);
+        }
+        assert!(lzf_decompress_prefix(&[(1 << 5), 5], &mut [0u8; 3]).is_err());
     }
 }

@@ -27,7 +27,9 @@ pub use blosc::{b2nd_compress, blosc2_compress, blosc_decompress};
 pub(crate) use blosc::{check_chunk, BloscHeader};
 pub use blosc2_frame::{blosc2_frame_decompress, blosc2_frame_size};
 pub use deflate::{inflate, inflate_prefix, Inflater, Wrapper};
-pub use hdf5_filters::{fletcher32, lzf_decompress, strip_fletcher32, unshuffle};
+pub use hdf5_filters::{
+    fletcher32, lzf_decompress, lzf_decompress_prefix, strip_fletcher32, unshuffle,
+};
 pub use hdf5_pipeline::{
     ChunkDecoder, FilterSpec, FILTER_BITSHUFFLE, FILTER_BLOSC, FILTER_BLOSC2, FILTER_DEFLATE,
     FILTER_FLETCHER32, FILTER_LZ4, FILTER_LZF, FILTER_SHUFFLE, FILTER_ZSTD,
@@ -149,6 +151,9 @@ pub enum Step {
     },
     /// Decodes an LZF block (h5py's LZF filter).
     Lzf,
+    /// Decodes the first bytes of an LZF block, as many as the output holds (the last step of
+    /// a [`Pipeline::prefix`]).
+    LzfPrefix,
     /// Decodes a blosc 1.x buffer (any inner codec and shuffle).
     Blosc,
     /// Decodes a blosc2 contiguous frame (one HDF5 blosc2 chunk, b2nd layout or plain); a
@@ -215,6 +220,7 @@ impl Step {
                 unshuffle(input, out, *itemsize).map_err(|e| faults.error(e))
             }
             Step::Lzf => lzf_decompress(input, out).map_err(|e| faults.error(e)),
+            Step::LzfPrefix => lzf_decompress_prefix(input, out).map_err(|e| faults.error(e)),
             Step::Blosc => blosc_decompress(input, out).map_err(|e| faults.error(e)),
             Step::Blosc2 { shape } => {
                 blosc2_frame_decompress(input, out, Some(shape)).map_err(|e| faults.error(e))
@@ -327,6 +333,23 @@ impl Pipeline {
             shape: shape.into(),
             itemsize,
         }])
+    }
+
+    /// The same decode stopped after the first bytes of its output, as many as the output
+    /// buffer given to [`Pipeline::decode`] holds; `None` where the last step needs the whole
+    /// stream (only an LZF block decoded last can stop early: a shuffle after it spreads
+    /// every element over the whole chunk).
+    pub fn prefix(&self) -> Option<Pipeline> {
+        let steps = self.steps();
+        if !matches!(steps.last(), Some(Step::Lzf)) || self.inner_len.is_some() {
+            return None;
+        }
+        let mut steps = steps.to_vec();
+        *steps.last_mut().expect("not empty") = Step::LzfPrefix;
+        Some(Pipeline {
+            steps: Some(steps.into()),
+            inner_len: None,
+        })
     }
 
     /// What the first transform produces, given the final length `out_len`.

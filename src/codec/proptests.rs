@@ -168,6 +168,18 @@ proptest! {
     }
 
     #[test]
+    fn lzf_prefix_decodes_the_same_first_bytes(data in data(5000), cut in 0.0f64..=1.0) {
+        let encoded = lzf_encode(&data);
+        let keep = ((data.len() as f64) * cut) as usize;
+        let mut out = vec![0; keep];
+        lzf_decompress_prefix(&encoded, &mut out).unwrap();
+        prop_assert_eq!(&out[..], &data[..keep]);
+        // A prefix longer than the stream is as corrupt as a whole decode of it.
+        let mut long = vec![0; data.len() + 1];
+        prop_assert!(lzf_decompress_prefix(&encoded, &mut long).is_err());
+    }
+
+    #[test]
     fn lz4_round_trips_with_liblz4(data in data(20_000), block in 1usize..5000) {
         let mut out = vec![0; data.len()];
         lz4_block(&lz4_compress_block(&data), &mut out).unwrap();

@@ -278,3 +278,35 @@ def test_truncated_chunks_raise_hdf5error(tmp_path, filt):
     # a shorter stream would leave (zeros), the classic truncated-write shape.
     _patched(path, off + size // 2, bytes(size - size // 2))
     _expect_hdf5_error(path, off)
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {"compression": "lzf"},
+        {"compression": "lzf", "fletcher32": True},
+        {"compression": "lzf", "shuffle": True},  # cannot stop early: decoded whole
+        {"compression": "gzip"},
+    ],
+    ids=["lzf", "lzf-fletcher32", "lzf-shuffle", "gzip"],
+)
+def test_random_batches_from_chunks_of_several_samples(tmp_path, filters):
+    """Uniformly random batches over chunks of 8 samples with a cache of two chunks: the cache
+    mostly misses, so LZF chunks are decoded only up to the last row a batch needs (and kept
+    so, a later batch needing a later row decoding further); every batch equals h5py's."""
+    path = str(tmp_path / "rows.h5")
+    rng = np.random.default_rng(11)
+    data = (np.arange(400 * 3 * 40, dtype="<f4").reshape(400, 3, 40) * 0.25).astype("<f4")
+    data[::7] = rng.normal(size=data[::7].shape)
+    with h5py.File(path, "w") as f:
+        f.create_dataset("x", data=data, chunks=(8, 3, 40), **filters)
+    chunk_bytes = 8 * 3 * 40 * 4
+    reader = packread.HDF5Reader(path, "x", cache_bytes=2 * chunk_bytes)
+    with h5py.File(path, "r") as f:
+        ref = f["x"][:]
+    for _ in range(120):
+        idx = rng.choice(400, size=16, replace=False)
+        assert_same(reader.batch(idx), ref[idx])
+    # Rows in chunk order too (the cache hits again: whole chunks).
+    for lo in range(0, 400, 24):
+        assert_same(reader.batch(range(lo, min(lo + 24, 400))), ref[lo : lo + 24])

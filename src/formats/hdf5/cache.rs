@@ -26,7 +26,14 @@ struct Inner {
     by_use: BTreeMap<u64, ChunkKey>,
     bytes: usize,
     tick: u64,
+    /// Recent lookups of chunks holding several samples, and how many hit (both halved
+    /// every [`RECENT`] lookups, so they follow the current access pattern).
+    looks: u32,
+    hits: u32,
 }
+
+/// Lookups after which the hit counts are halved.
+const RECENT: u32 = 512;
 
 impl Inner {
     fn next_tick(&mut self) -> u64 {
@@ -49,20 +56,40 @@ impl ChunkCache {
         len > 0 && len <= self.budget
     }
 
-    /// The decoded chunk `key`, now the most recently used; `None` on a miss, when the cache is
-    /// off, or when its lock is contended or poisoned.
-    pub(crate) fn get(&self, key: ChunkKey) -> Option<Arc<[u8]>> {
+    /// The decoded chunk `key`, at least `need` bytes of it (an entry may hold only the
+    /// first part of a chunk), now the most recently used; `None` on a miss, when the cache
+    /// is off, or when its lock is contended or poisoned.
+    pub(crate) fn get(&self, key: ChunkKey, need: usize) -> Option<Arc<[u8]>> {
         if self.budget == 0 {
             return None;
         }
         let mut inner = self.inner.try_lock().ok()?;
         let inner = &mut *inner;
+        inner.looks += 1;
+        if inner.looks >= RECENT {
+            inner.looks /= 2;
+            inner.hits /= 2;
+        }
         let tick = inner.next_tick();
         let entry = inner.entries.get_mut(&key)?;
+        if entry.0.len() < need {
+            return None;
+        }
+        inner.hits += 1;
         inner.by_use.remove(&entry.1);
         inner.by_use.insert(tick, key);
         entry.1 = tick;
         Some(entry.0.clone())
+    }
+
+    /// Whether recent lookups mostly missed (fewer than one in four hit, over at least 32):
+    /// the access pattern is random across chunks, so a chunk is unlikely to serve another
+    /// batch, and decoding only the part this batch needs saves more than keeping it whole.
+    pub(crate) fn mostly_misses(&self) -> bool {
+        match self.inner.try_lock() {
+            Ok(inner) => inner.looks >= 32 && inner.hits * 4 < inner.looks,
+            Err(_) => false,
+        }
     }
 
     /// Adds a decoded chunk, evicting the least recently used until it fits.
@@ -102,16 +129,16 @@ mod tests {
         let c = ChunkCache::new(10);
         c.insert((0, 1), Arc::from(vec![1u8; 4]));
         c.insert((0, 2), Arc::from(vec![2u8; 4]));
-        assert!(c.get((0, 1)).is_some()); // 1 is now more recent than 2
+        assert!(c.get((0, 1), 0).is_some()); // 1 is now more recent than 2
         c.insert((0, 3), Arc::from(vec![3u8; 4]));
-        assert!(c.get((0, 2)).is_none());
-        assert_eq!(c.get((0, 1)).unwrap()[0], 1);
-        assert_eq!(c.get((0, 3)).unwrap()[0], 3);
+        assert!(c.get((0, 2), 0).is_none());
+        assert_eq!(c.get((0, 1), 0).unwrap()[0], 1);
+        assert_eq!(c.get((0, 3), 0).unwrap()[0], 3);
         c.insert((0, 4), Arc::from(vec![4u8; 11])); // larger than the budget: not kept
-        assert!(c.get((0, 4)).is_none());
+        assert!(c.get((0, 4), 0).is_none());
         let off = ChunkCache::new(0);
         off.insert((0, 1), Arc::from(vec![1u8; 1]));
-        assert!(off.get((0, 1)).is_none());
+        assert!(off.get((0, 1), 0).is_none());
     }
 
     #[test]
@@ -123,7 +150,7 @@ mod tests {
             c.insert((0, i), Arc::from(vec![i as u8]));
             if i >= 500 && i % 2 == 0 {
                 assert!(
-                    c.get((0, i - 500)).is_some(),
+                    c.get((0, i - 500), 0).is_some(),
                     "entry {} is still held",
                     i - 500
                 );
@@ -138,11 +165,11 @@ mod tests {
         }
         drop(inner);
         // The newest 1000 inserts, or entries refreshed since, are what is left.
-        assert!(c.get((0, 9_999)).is_some());
-        assert!(c.get((0, 8_000)).is_none());
+        assert!(c.get((0, 9_999), 0).is_some());
+        assert!(c.get((0, 8_000), 0).is_none());
         // Re-inserting a key replaces it (bytes counted once).
         c.insert((0, 9_999), Arc::from(vec![7u8]));
         assert_eq!(c.inner.lock().unwrap().bytes, 1000);
-        assert_eq!(c.get((0, 9_999)).unwrap()[0], 7);
+        assert_eq!(c.get((0, 9_999), 0).unwrap()[0], 7);
     }
 }

@@ -90,7 +90,9 @@ impl Hdf5File {
         } in ds.tiling.reads(rows)
         {
             let key = (w as u32, linear);
-            if let Some(bytes) = self.cache.get(key) {
+            // The decoded bytes the batch needs from the chunk: its rows' runs end here.
+            let need = pieces.iter().map(|p| p.src + p.len).max().unwrap_or(0);
+            if let Some(bytes) = self.cache.get(key, need) {
                 plan.copies.push(Copy {
                     slot,
                     bytes,
@@ -106,11 +108,24 @@ impl Hdf5File {
             let addr = loc.map_or(0, |l| l.addr);
             if exact && uses.len() == 1 {
                 extent.dest = Dest::At(uses[0].0 * sb);
-            } else if c0 > 1 && loc.is_some() && self.cache.fits(ds.chunk_bytes) {
+                plan.push(extent, (w as u32, addr));
+                continue;
+            }
+            // A chunk of several samples read in a random order (the cache mostly misses):
+            // decode only up to the last row this batch needs, where the codec can stop.
+            let mut len = ds.chunk_bytes;
+            if loc.is_some() && need < len && self.cache.mostly_misses() {
+                if let Some(prefix) = extent.pipeline.prefix() {
+                    extent.pipeline = prefix;
+                    extent.decoded_len = need;
+                    len = need;
+                }
+            }
+            if c0 > 1 && loc.is_some() && self.cache.fits(len) {
                 // Holds several samples: decode once, keep it for the next batch.
                 plan.scratch.push(Scratch {
                     extent: plan.extents.len(),
-                    len: ds.chunk_bytes,
+                    len,
                     slot,
                     pieces,
                     key,
