@@ -176,6 +176,9 @@ def _epoch_table(info: dict[str, Any]) -> list[str]:
         head += ["worker-process CPU / epoch", "all CPU per image"]
     if overlap:
         head += ["waiting in next()", "waiting after the first batch"]
+    one_read = info.get("one_read_s")
+    if one_read:
+        head += ["first batch", "first batch / one read"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for label, e in info["epochs"].items():
         cells = [f"`{label}`", f"{e['main_cpu_s']:.2f} s", f"{e['loop_cpu_s']:.2f} s"]
@@ -189,6 +192,9 @@ def _epoch_table(info: dict[str, Any]) -> list[str]:
                 f"{100 * e['waiting_share']:.1f} %",
                 f"{100 * e['waiting_share_after_first']:.1f} %",
             ]
+        if one_read:
+            first = e.get("first_wait_s", 0.0)
+            cells += [f"{first * 1e3:.1f} ms", f"{first / one_read:.2f}x"]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 

@@ -16,7 +16,9 @@ Besides epoch times, ``extra_info["epochs"]`` records per variant the main proce
 
 The overlap group simulates a training step with ``time.sleep(step)`` (a GPU's time: no CPU)
 for step = 1x and 2x packread's time to read one batch, and records the share of the epoch the
-loop spent waiting in ``next()``.
+loop spent waiting in ``next()``. The first-batch group times the first 16 batches of an epoch
+from a fresh iterator with a step of 1.5x that read: the wait for the first batch against one
+read, and the share of the run spent waiting, first batch included.
 """
 
 from __future__ import annotations
@@ -89,9 +91,12 @@ class EpochRun:
     """``load(None)`` runs one epoch of ``loader`` and returns its fingerprints; the Epoch
     figures of every call are kept."""
 
-    def __init__(self, make_loader: Callable[[], Any], step: float = 0.0) -> None:
+    def __init__(
+        self, make_loader: Callable[[], Any], step: float = 0.0, limit: int | None = None
+    ) -> None:
         self.loader = make_loader()
         self.step = step
+        self.limit = limit
         self.epochs: list[Epoch] = []
 
     def __call__(self, _: Any) -> np.ndarray:
@@ -100,7 +105,7 @@ class EpochRun:
         def keep(batch: Any) -> None:
             seen.append(fingerprints(_images(batch)))
 
-        self.epochs.append(run_epoch(self.loader, step=self.step, on_batch=keep))
+        self.epochs.append(run_epoch(self.loader, step=self.step, on_batch=keep, limit=self.limit))
         return np.sort(np.concatenate(seen))
 
 
@@ -124,6 +129,7 @@ def _stats(runs: dict[str, EpochRun]) -> dict[str, dict[str, float]]:
             "waiting_share_after_first": float(
                 np.median([(e.waiting - e.first_wait) / e.seconds for e in timed])
             ),
+            "first_wait_s": float(np.median([e.first_wait for e in timed])),
         }
     return out
 
@@ -167,6 +173,53 @@ def test_epoch(benchmark: Any, workloads: dict[str, Workload], fmt: str) -> None
             warmup_rounds=1,
         )
     benchmark.extra_info["epochs"] = _stats(runs)
+
+
+def _part_check(expected: np.ndarray, batches: int) -> Callable[[Any, Any], None]:
+    """The first ``batches`` batches of an epoch: that many samples, each of the data set, none
+    twice."""
+
+    def check(_: Any, got: np.ndarray) -> None:
+        assert got.size == min(batches * BATCH, expected.size), f"{got.size} samples"
+        assert np.unique(got).size == got.size, "a sample came twice"
+        assert np.isin(got, expected).all(), "a sample not in the data set"
+
+    return check
+
+
+@pytest.mark.parametrize("fmt", ["hdf5-gzip", "npy-folder", "zip-raw"])
+def test_first_batch(benchmark: Any, workloads: dict[str, Workload], fmt: str) -> None:
+    """The first batch after about one batch's read, and no stalls: each call is the first 16
+    batches of an epoch from a fresh iterator, with a simulated step of 1.5x packread's time
+    to read one batch (``time.sleep``: a GPU's time, no CPU)."""
+    w = workloads[fmt]
+    one = one_batch_seconds(w)
+    step = 1.5 * one
+    runs = {
+        "seed Dataset, 2 workers": EpochRun(lambda: seed_loader(w, 2), step=step, limit=16),
+        "PackDataset, num_workers=0": EpochRun(lambda: pack_loader(w, 0), step=step, limit=16),
+    }
+    variants = [
+        Variant("baseline" if label.startswith("seed") else "packread", label, run)
+        for label, run in runs.items()
+    ]
+    with torch_threads(1):
+        compare(
+            benchmark,
+            group=f"first-batch-{fmt}",
+            variants=variants,
+            batches=itertools.repeat(None),
+            check=_part_check(_expected(w), 16),
+            samples=16 * BATCH,
+            nbytes=16 * BATCH * int(np.prod((3, 256, 256))),
+            case=f"16 batches, step = 1.5 x {one * 1e3:.1f} ms (packread's read of one batch)",
+            min_rounds=5,
+            max_time=20.0,
+            warmup_rounds=1,
+        )
+    benchmark.extra_info["epochs"] = _stats(runs)
+    benchmark.extra_info["step_s"] = step
+    benchmark.extra_info["one_read_s"] = one
 
 
 @pytest.mark.parametrize("fmt", ["hdf5-gzip", "npz-folder"])
