@@ -12,13 +12,17 @@ __all__ = [
     "DEFAULT_MAX_MEMBER_BYTES",
     "DEFAULT_MAX_PIXELS",
     "MAX_THREADS",
+    "SLAB_HEADER",
+    "BufferPool",
     "HDF5File",
     "ImageFile",
+    "Lease",
     "PendingRead",
     "RaggedResult",
     "Reader",
     "RemoteObject",
     "ShardSet",
+    "SharedSlab",
     "SizedResult",
     "ZipArchive",
     "__version__",
@@ -37,6 +41,7 @@ __all__ = [
     "remote_glob",
     "set_num_threads",
     "shard_order",
+    "slab_bytes",
 ]
 __version__: str
 DEFAULT_MAX_HEADER_SIZE: int
@@ -44,6 +49,7 @@ DEFAULT_MAX_MEMBER_BYTES: int
 DEFAULT_CACHE_BYTES: int
 DEFAULT_MAX_PIXELS: int
 MAX_THREADS: int
+SLAB_HEADER: int
 
 def set_num_threads(n: int) -> None: ...
 def get_num_threads() -> int: ...
@@ -270,3 +276,34 @@ class HDF5File:
 @final
 class RaggedResult:
     def take(self) -> tuple[NDArray[np.uint64], int, NDArray[np.int64]]: ...
+
+# Recycled batch memory (src/py/buffers.rs).
+_Specs = list[tuple[tuple[int, ...], np.dtype[Any]]]
+
+def slab_bytes(specs: _Specs) -> int: ...
+
+@final
+class BufferPool:
+    def __new__(
+        cls, keep: int, allocate: Callable[[int], NDArray[np.uint8]] | None = None
+    ) -> BufferPool: ...
+    def arrays(self, specs: _Specs) -> list[NDArray[Any]]: ...
+    def stats(self) -> dict[str, int]: ...
+    def clear(self) -> None: ...
+
+@final
+class Lease: ...
+
+@final
+class SharedSlab:
+    def __new__(cls, memory: NDArray[np.uint8]) -> SharedSlab: ...
+    def claim(self) -> int: ...
+    def unclaim(self) -> None: ...
+    def registered(self) -> None: ...
+    def evict(self) -> bool: ...
+    def arrays(self, specs: _Specs) -> list[NDArray[Any]]: ...
+    def lease(self, specs: _Specs) -> list[NDArray[Any]]: ...
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def state_word(self) -> int: ...
