@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 export VIRTUAL_ENV := $(VENV_ABS)
 export PATH := $(VENV_ABS)/bin:$(PATH)
 
-.PHONY: all demo test rust-test py-test py-test-slow lint bench bench-images bench-shards bench-remote bench-jpeg bench-peers develop lock clean \
+.PHONY: all demo test rust-test py-test py-test-slow lint bench bench-images bench-loaders bench-shards bench-remote bench-jpeg bench-peers develop lock clean \
 	wheel wheel-test docs \
 	fuzz fuzz-build fuzz-long fuzz-seeds fuzz-tools fuzz-files fuzz-files-long miri
 
@@ -107,6 +107,14 @@ bench-images: develop bench-peers
 		--benchmark-json=.bench/images.json -p no:cacheprovider
 	$(PY) benches/report.py .bench/images.json
 
+# The peer-loader benchmarks alone (benches/test_bench_loaders.py): PackDataset against FFCV,
+# litdata, mosaicml-streaming, webdataset and DALI, uncompressed and zstd, one process and 2
+# workers; PACKREAD_BENCH_LOADERS_N=256 shrinks the data set (default 2,000 samples).
+bench-loaders: develop bench-peers
+	$(PY) -m pytest benches/test_bench_loaders.py -q --benchmark-only \
+		--benchmark-json=.bench/loaders.json -p no:cacheprovider
+	$(PY) benches/report.py .bench/loaders.json
+
 # The JPEG decoder choice (benches/jpeg.rs): libjpeg-turbo against zune-jpeg, and packread's
 # decode + crop, on the image benchmark's photos, written here first.
 bench-jpeg: develop
@@ -114,14 +122,18 @@ bench-jpeg: develop
 		w.write_image_workload('.bench/jpegs', w.n_images(), log=lambda m: None)"
 	PACKREAD_JPEG_DIR=.bench/jpegs cargo bench --bench jpeg
 
-# The image loaders the image benchmarks compare against (requirements/bench-peers.txt), in
+# The loaders the image and loader benchmarks compare against (requirements/bench-peers.txt), in
 # .venv with requirements/lock.txt as constraints: pip refuses rather than move numpy or torch.
 # Their system libraries come from apt: libturbojpeg (PyTurboJPEG; FFCV links it), OpenCV's
 # headers and pkg-config (FFCV's C++ extension, built from its sdist). FFCV goes in without
 # its dependencies: it asks for opencv-python, whose cv2 would clash with the headless one.
+# mosaicml-streaming (the loader benchmark's peer) goes in without its dependencies too: its
+# newest release pins numpy below 2.2, and it asks for cloud clients that local shards never
+# use; what it imports is in requirements/bench-peers.txt.
 # A peer that is missing is left out of the benchmarks with a warning saying why.
 PEERS_STAMP := $(VENV)/.bench-peers
 FFCV := ffcv==1.0.2
+MOSAIC := mosaicml-streaming==0.13.0
 
 bench-peers: $(PEERS_STAMP)
 
@@ -130,7 +142,7 @@ $(PEERS_STAMP): requirements/bench-peers.txt requirements/lock.txt $(STAMP)
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libturbojpeg0-dev libopencv-dev pkg-config; }
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements/bench-peers.txt \
 		-c requirements/lock.txt
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps $(FFCV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps $(FFCV) $(MOSAIC)
 	touch $@
 
 # Fuzzing (fuzz/, cargo-fuzz + libFuzzer). cargo-fuzz passes nightly-only rustc flags
