@@ -82,10 +82,14 @@ impl ChunkCache {
         Some(entry.0.clone())
     }
 
-    /// Whether recent lookups mostly missed (fewer than one in four hit, over at least 32):
+    /// Whether recent lookups mostly missed (fewer than one in four hit, over at least 32), or
+    /// there is no cache:
     /// the access pattern is random across chunks, so a chunk is unlikely to serve another
     /// batch, and decoding only the part this batch needs saves more than keeping it whole.
     pub(crate) fn mostly_misses(&self) -> bool {
+        if self.budget == 0 {
+            return true; // no cache: nothing is kept for another batch
+        }
         match self.inner.try_lock() {
             Ok(inner) => inner.looks >= 32 && inner.hits * 4 < inner.looks,
             Err(_) => false,
