@@ -82,10 +82,10 @@ impl ChunkCache {
         Some(entry.0.clone())
     }
 
-    /// Whether recent lookups mostly missed (fewer than one in four hit, over at least 32), or
-    /// there is no cache:
-    /// the access pattern is random across chunks, so a chunk is unlikely to serve another
-    /// batch, and decoding only the part this batch needs saves more than keeping it whole.
+    /// Whether a chunk decoded now is unlikely to serve another batch: there is no cache, or
+    /// recent lookups mostly missed (fewer than one in four hit, over at least 32: a random
+    /// order across chunks). Decoding only the part this batch needs then saves more than
+    /// keeping the chunk whole.
     pub(crate) fn mostly_misses(&self) -> bool {
         if self.budget == 0 {
             return true; // no cache: nothing is kept for another batch
