@@ -54,6 +54,8 @@ allow.
 #                       importing it imports no torch): order, rank and worker cut, resume positions
 #   _clock.py           the epoch clock the process that made a PackDataset shares with its workers
 #   _reading.py         the reader each process opens, batches started, numpy arrays to tensors
+#   _buffers.py         where batches are written: recycled buffers, DataLoader workers' shared
+#                       slabs and the tickets that carry them, pinned memory, device copies
 #   _iterable.py        PackDataset
 #   _map.py             PackMapDataset
 
