@@ -94,14 +94,76 @@ pub fn strip_fletcher32(input: &[u8], out: &mut [u8]) -> Result<(), CodecError> 
 
 /// Decodes an LZF block into exactly `out`.
 pub fn lzf_decompress(input: &[u8], out: &mut [u8]) -> Result<(), CodecError> {
-    lzf_decode(input, out, false)
+    lzf_decode(input, out, None)
 }
 
-/// Decodes the first `out.len()` bytes of an LZF block and stops there: the rest of the block
-/// is not decoded (the rows a batch needs from a chunk of several samples may all lie in its
-/// first part). What it decodes is checked as [`lzf_decompress`] checks it.
-pub fn lzf_decompress_prefix(input: &[u8], out: &mut [u8]) -> Result<(), CodecError> {
-    lzf_decode(input, out, true)
+/// Decodes the first `out.len()` bytes of an LZF block of `full` bytes (the rows a batch needs
+/// from a chunk of several samples may all lie in its first part). The rest of the block is
+/// not decoded; with `check`, its tokens are walked and checked, so a block a whole decode
+/// would refuse (cut short, too long, a reference before its start) is refused here too
+/// (without, for a block that an earlier decode already checked whole).
+pub fn lzf_decompress_prefix(
+    input: &[u8],
+    out: &mut [u8],
+    full: usize,
+    check: bool,
+) -> Result<(), CodecError> {
+    if out.len() > full {
+        return Err(CodecError::Corrupt(format!(
+            "an LZF prefix of {} bytes of a {full}-byte block",
+            out.len()
+        )));
+    }
+    lzf_decode(input, out, Some((full, check)))
+}
+
+fn lzf_bad(what: &str) -> CodecError {
+    CodecError::Corrupt(format!("corrupt LZF stream ({what})"))
+}
+
+/// Walks the tokens of an LZF stream from `ip` (output position `op`) to its end without
+/// writing anything, with the checks of a decode: the stream must produce exactly `full`
+/// bytes.
+fn lzf_check_rest(
+    input: &[u8],
+    mut ip: usize,
+    mut op: usize,
+    full: usize,
+) -> Result<(), CodecError> {
+    while ip < input.len() {
+        let ctrl = usize::from(input[ip]);
+        ip += 1;
+        let len = if ctrl < 32 {
+            let len = ctrl + 1;
+            if ip + len > input.len() {
+                return Err(lzf_bad("literal past the input"));
+            }
+            ip += len;
+            len
+        } else {
+            let mut len = ctrl >> 5;
+            if len == 7 {
+                len += usize::from(*input.get(ip).ok_or_else(|| lzf_bad("truncated length"))?);
+                ip += 1;
+            }
+            let low = usize::from(*input.get(ip).ok_or_else(|| lzf_bad("truncated offset"))?);
+            ip += 1;
+            if ((ctrl & 0x1f) << 8) + low + 1 > op {
+                return Err(lzf_bad("reference before the start"));
+            }
+            len + 2
+        };
+        if op + len > full {
+            return Err(lzf_bad("output past the chunk size"));
+        }
+        op += len;
+    }
+    if op != full {
+        return Err(CodecError::Corrupt(format!(
+            "LZF stream holds {op} bytes, expected {full}"
+        )));
+    }
+    Ok(())
 }
 
 /// Bytes a literal run copies at once where input and output have room (a run is at most 32).
@@ -115,8 +177,21 @@ const MATCH_BLOCK: usize = 16;
 /// paths (fixed-size block copies that may write past a token's end into bytes the next tokens
 /// overwrite, as liblzf's decoder does) make it several times faster than a copy per token on
 /// the short matches of image data.
-fn lzf_decode(input: &[u8], out: &mut [u8], prefix: bool) -> Result<(), CodecError> {
+fn lzf_decode(
+    input: &[u8],
+    out: &mut [u8],
+    prefix_of: Option<(usize, bool)>,
+) -> Result<(), CodecError> {
     let (mut ip, mut op) = (0usize, 0usize);
+    let prefix = prefix_of.is_some();
+    let (full, check) = prefix_of.unwrap_or((out.len(), true));
+    let rest = |ip: usize, op: usize| {
+        if check {
+            lzf_check_rest(input, ip, op, full)
+        } else {
+            Ok(())
+        }
+    };
     let bad = |what: &str| format!("corrupt LZF stream ({what})");
     while ip < input.len() {
         let ctrl = usize::from(input[ip]);
@@ -127,9 +202,12 @@ fn lzf_decode(input: &[u8], out: &mut [u8], prefix: bool) -> Result<(), CodecErr
                 .get(ip..ip + len)
                 .ok_or_else(|| bad("literal past the input"))?;
             if prefix && op + len >= out.len() {
+                if op + len > full {
+                    return Err(bad("output past the chunk size").into());
+                }
                 let take = out.len() - op;
                 out[op..].copy_from_slice(&src[..take]);
-                return Ok(());
+                return rest(ip + len, op + len);
             }
             if op + len > out.len() {
                 return Err(bad("output past the chunk size").into());
@@ -163,10 +241,13 @@ fn lzf_decode(input: &[u8], out: &mut [u8], prefix: bool) -> Result<(), CodecErr
             let from = op
                 .checked_sub(back)
                 .ok_or_else(|| bad("reference before the start"))?;
-            let mut stop = false;
+            let mut stop = None;
             if prefix && op + len >= out.len() {
+                if op + len > full {
+                    return Err(bad("output past the chunk size").into());
+                }
+                stop = Some(op + len);
                 len = out.len() - op;
-                stop = true;
             }
             if op + len > out.len() {
                 return Err(bad("output past the chunk size").into());
@@ -197,8 +278,8 @@ fn lzf_decode(input: &[u8], out: &mut [u8], prefix: bool) -> Result<(), CodecErr
                 }
             }
             op += len;
-            if stop {
-                return Ok(());
+            if let Some(end) = stop {
+                return rest(ip, end);
             }
         }
     }
@@ -259,9 +340,17 @@ mod tests {
         // Prefixes stop inside the literal and inside the back reference.
         for n in 0..=12 {
             let mut head = vec![0u8; n];
-            lzf_decompress_prefix(&stream, &mut head).unwrap();
+            lzf_decompress_prefix(&stream, &mut head, 12, true).unwrap();
             assert_eq!(&head[..], &b"abcabcabcabc"[..n]);
+            // The rest of the stream is still checked: a block of another size is refused.
+            assert!(lzf_decompress_prefix(&stream, &mut head, 11, true).is_err());
+            assert!(lzf_decompress_prefix(&stream, &mut head, 13, true).is_err());
+            assert!(lzf_decompress_prefix(&stream[..6], &mut head, 12, true).is_err());
+            // Unless it was checked before: only what is decoded is.
+            if n < 12 {
+                lzf_decompress_prefix(&stream, &mut head, 13, false).unwrap();
+            }
         }
-        assert!(lzf_decompress_prefix(&[(1 << 5), 5], &mut [0u8; 3]).is_err());
+        assert!(lzf_decompress_prefix(&[(1 << 5), 5], &mut [0u8; 3], 3, true).is_err());
     }
 }

@@ -151,9 +151,15 @@ pub enum Step {
     },
     /// Decodes an LZF block (h5py's LZF filter).
     Lzf,
-    /// Decodes the first bytes of an LZF block, as many as the output holds (the last step of
-    /// a [`Pipeline::prefix`]).
-    LzfPrefix,
+    /// Decodes the first bytes of an LZF block of `full` bytes, as many as the output holds,
+    /// and checks the rest of the block without decoding it (the last step of a
+    /// [`Pipeline::prefix`]).
+    LzfPrefix {
+        /// The whole block's decoded length.
+        full: usize,
+        /// Whether to walk the rest of the block (false: an earlier decode checked it).
+        check: bool,
+    },
     /// Decodes a blosc 1.x buffer (any inner codec and shuffle).
     Blosc,
     /// Decodes a blosc2 contiguous frame (one HDF5 blosc2 chunk, b2nd layout or plain); a
@@ -220,7 +226,9 @@ impl Step {
                 unshuffle(input, out, *itemsize).map_err(|e| faults.error(e))
             }
             Step::Lzf => lzf_decompress(input, out).map_err(|e| faults.error(e)),
-            Step::LzfPrefix => lzf_decompress_prefix(input, out).map_err(|e| faults.error(e)),
+            Step::LzfPrefix { full, check } => {
+                lzf_decompress_prefix(input, out, *full, *check).map_err(|e| faults.error(e))
+            }
             Step::Blosc => blosc_decompress(input, out).map_err(|e| faults.error(e)),
             Step::Blosc2 { shape } => {
                 blosc2_frame_decompress(input, out, Some(shape)).map_err(|e| faults.error(e))
@@ -335,17 +343,21 @@ impl Pipeline {
         }])
     }
 
-    /// The same decode stopped after the first bytes of its output, as many as the output
-    /// buffer given to [`Pipeline::decode`] holds; `None` where the last step needs the whole
-    /// stream (only an LZF block decoded last can stop early: a shuffle after it spreads
-    /// every element over the whole chunk).
-    pub fn prefix(&self) -> Option<Pipeline> {
+    /// The same decode of `full` bytes, stopped after the first bytes of its output, as many
+    /// as the output buffer given to [`Pipeline::decode`] holds; the rest of the stream is
+    /// walked and checked unless `checked` (an earlier decode of the same stream succeeded).
+    /// `None` where the last step needs the whole stream (only an LZF block decoded last can
+    /// stop early: a shuffle after it spreads every element over the whole chunk).
+    pub fn prefix(&self, full: usize, checked: bool) -> Option<Pipeline> {
         let steps = self.steps();
         if !matches!(steps.last(), Some(Step::Lzf)) || self.inner_len.is_some() {
             return None;
         }
         let mut steps = steps.to_vec();
-        *steps.last_mut().expect("not empty") = Step::LzfPrefix;
+        *steps.last_mut().expect("not empty") = Step::LzfPrefix {
+            full,
+            check: !checked,
+        };
         Some(Pipeline {
             steps: Some(steps.into()),
             inner_len: None,

@@ -172,11 +172,18 @@ proptest! {
         let encoded = lzf_encode(&data);
         let keep = ((data.len() as f64) * cut) as usize;
         let mut out = vec![0; keep];
-        lzf_decompress_prefix(&encoded, &mut out).unwrap();
+        lzf_decompress_prefix(&encoded, &mut out, data.len(), true).unwrap();
+        let mut again = vec![0; keep];
+        lzf_decompress_prefix(&encoded, &mut again, data.len(), false).unwrap();
+        prop_assert_eq!(&again, &out);
         prop_assert_eq!(&out[..], &data[..keep]);
-        // A prefix longer than the stream is as corrupt as a whole decode of it.
+        // A block of another size than the stream's is as corrupt as a whole decode says.
+        prop_assert!(lzf_decompress_prefix(&encoded, &mut out, data.len() + 1, true).is_err());
+        if !data.is_empty() {
+            prop_assert!(lzf_decompress_prefix(&encoded, &mut out[..keep.min(data.len() - 1)], data.len() - 1, true).is_err());
+        }
         let mut long = vec![0; data.len() + 1];
-        prop_assert!(lzf_decompress_prefix(&encoded, &mut long).is_err());
+        prop_assert!(lzf_decompress_prefix(&encoded, &mut long, data.len() + 1, true).is_err());
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! map from tick to key finds the oldest in O(log n) (a small cache budget over small chunks
 //! can hold many thousands of entries).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 /// (dataset, linear chunk position)
@@ -30,7 +30,13 @@ struct Inner {
     /// every [`RECENT`] lookups, so they follow the current access pattern).
     looks: u32,
     hits: u32,
+    /// Chunks that a decode has already checked whole (any decode that succeeded: a whole one,
+    /// or a prefix whose rest was walked), so a later prefix decode need not walk the rest.
+    checked: HashSet<ChunkKey>,
 }
+
+/// Most chunks remembered as checked (16 bytes each); beyond, the set starts again.
+const CHECKED_MAX: usize = 1 << 20;
 
 /// Lookups after which the hit counts are halved.
 const RECENT: u32 = 512;
@@ -96,15 +102,27 @@ impl ChunkCache {
         }
     }
 
-    /// Adds a decoded chunk, evicting the least recently used until it fits.
+    /// Whether a decode of chunk `key` has succeeded before (see [`ChunkCache::insert`]).
+    pub(crate) fn was_checked(&self, key: ChunkKey) -> bool {
+        self.inner
+            .try_lock()
+            .is_ok_and(|inner| inner.checked.contains(&key))
+    }
+
+    /// Adds a decoded chunk (whole, or its first part), evicting the least recently used until
+    /// it fits; either way the chunk is remembered as checked (its decode succeeded).
     pub(crate) fn insert(&self, key: ChunkKey, bytes: Arc<[u8]>) {
-        if !self.fits(bytes.len()) {
-            return;
-        }
         let Ok(mut inner) = self.inner.try_lock() else {
             return;
         };
         let inner = &mut *inner;
+        if inner.checked.len() >= CHECKED_MAX {
+            inner.checked.clear();
+        }
+        inner.checked.insert(key);
+        if !self.fits(bytes.len()) {
+            return;
+        }
         if let Some((b, t)) = inner.entries.remove(&key) {
             inner.by_use.remove(&t);
             inner.bytes -= b.len();

@@ -115,7 +115,7 @@ impl Hdf5File {
             // decode only up to the last row this batch needs, where the codec can stop.
             let mut len = ds.chunk_bytes;
             if loc.is_some() && need < len && self.cache.mostly_misses() {
-                if let Some(prefix) = extent.pipeline.prefix() {
+                if let Some(prefix) = extent.pipeline.prefix(len, self.cache.was_checked(key)) {
                     extent.pipeline = prefix;
                     extent.decoded_len = need;
                     len = need;
