@@ -16,8 +16,7 @@ from torch.utils.data import DataLoader
 
 from packread._packread import SLAB_HEADER, BufferPool, SharedSlab, slab_bytes
 from packread.errors import InvalidArgumentError
-from packread.torch import PackDataset
-from packread.torch import _buffers
+from packread.torch import PackDataset, _buffers
 
 N = 96
 SAMPLE = (16, 64)
@@ -78,7 +77,8 @@ def test_pool_reuses_a_dropped_buffer_never_a_held_one():
     del tensor
     (d,) = pool.arrays(SPEC)
     assert d.ctypes.data == ptr
-    assert pool.stats()["allocated"] == 3 and pool.stats()["reused"] == 1
+    assert pool.stats()["allocated"] == 3
+    assert pool.stats()["reused"] == 1
 
 
 def test_pool_keeps_at_most_keep_free_buffers():
@@ -176,7 +176,8 @@ def test_in_process_batches_reuse_dropped_buffers(images):
     # 24 batches in at most prefetch + 3 buffers: the ones in flight, the one yielded, the
     # one the loop variable still held.
     assert len(addresses) <= ds.prefetch + 3
-    assert ds._sink is not None and ds._sink[1].pool.stats()["reused"] >= 20
+    assert ds._sink is not None
+    assert ds._sink[1].pool.stats()["reused"] >= 20
 
 
 def test_in_process_held_batches_are_never_overwritten(images):
@@ -321,7 +322,8 @@ def test_pinned_batches(images, workers):
     ds = PackDataset(images, 8, seed=9, pin_memory=True)
     batches = []
     for b in DataLoader(ds, batch_size=None, num_workers=workers):
-        assert b["images"].is_pinned() and b["labels"].is_pinned()
+        assert b["images"].is_pinned()
+        assert b["labels"].is_pinned()
         batches.append({k: v.clone() for k, v in b.items()})
     check_epoch(batches, ds, 0, ref)
 
