@@ -299,13 +299,13 @@ def receive(
     return batch
 
 
-def _to(value: Any, device: torch.device, stream: Any) -> Any:
+def _to(value: Any, device: torch.device) -> Any:
     if isinstance(value, torch.Tensor):
         return value.to(device, non_blocking=True)
     if isinstance(value, dict):
-        return {k: _to(v, device, stream) for k, v in value.items()}
+        return {k: _to(v, device) for k, v in value.items()}
     if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
-        return type(value)(_to(v, device, stream) for v in value)
+        return type(value)(_to(v, device) for v in value)
     return value
 
 
@@ -329,7 +329,7 @@ class Device:
         # The side stream must not overwrite device memory the step still reads.
         self.stream.wait_stream(current)
         with torch.cuda.stream(self.stream):
-            moved = _to(batch, self.device, self.stream)
+            moved = _to(batch, self.device)
             event = torch.cuda.Event()
             event.record(self.stream)
         self.copies.append((batch, moved, event))

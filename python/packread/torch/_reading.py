@@ -81,7 +81,7 @@ def _shared_output(rows: int, shape: tuple[int, ...], dtype: np.dtype[Any]) -> A
     view of it, or ``None`` where torch cannot hold the dtype. A worker's batch read straight
     into shared memory reaches the main process without the copy the loader would make (the
     path when a worker's slabs are all held, and for readers that are not packread's)."""
-    if not _torch_ready(np.empty(0, dtype=dtype)):
+    if not torch_ready(dtype):
         return None
     tdtype = torch.from_numpy(np.empty(0, dtype=dtype)).dtype
     nbytes = rows * math.prod(shape) * dtype.itemsize
