@@ -39,7 +39,7 @@ import math
 import os
 import zipfile
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -723,3 +723,28 @@ def missing(module: str) -> str | None:
         except Exception as e:
             return f"PyTurboJPEG cannot load libturbojpeg ({e}); `make bench-peers` installs it"
     return None
+
+
+def epoch_stats(runs: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """Per loader (each with ``.epochs``, the figures of its epochs), medians over the timed
+    epochs (the first, a warm-up, left out): samples/s, CPU of the main process, of the loop's
+    thread and of DataLoader worker processes, and all CPU per image."""
+    out = {}
+    for label, run in runs.items():
+        if not run.epochs:
+            continue
+        timed = run.epochs[-max(1, len(run.epochs) - 1) :]  # leave out the warm-up epoch
+
+        def med(key: str, timed: list[dict[str, float]] = timed) -> float:
+            return float(np.median([e[key] for e in timed]))
+
+        n = timed[0]["samples"]
+        total = med("main_cpu") + med("workers_cpu")
+        out[label] = {
+            "samples_per_s": med("rate"),
+            "main_cpu_s": med("main_cpu"),
+            "loop_cpu_s": med("loop_cpu"),
+            "workers_cpu_s": med("workers_cpu"),
+            "cpu_ms_per_image": 1e3 * total / n,
+        }
+    return out

@@ -55,6 +55,7 @@ from image_workloads import (
     ImageWorkload,
     PackEpochs,
     children_cpu,
+    epoch_stats,
     expect_eval,
     expect_full,
     expect_train,
@@ -128,28 +129,6 @@ class EpochRun:
         self.loader = None
 
 
-def _stats(runs: dict[str, EpochRun]) -> dict[str, dict[str, float]]:
-    out = {}
-    for label, run in runs.items():
-        if not run.epochs:
-            continue
-        timed = run.epochs[-max(1, len(run.epochs) - 1) :]  # leave out the warm-up epoch
-
-        def med(key: str, timed: list[dict[str, float]] = timed) -> float:
-            return float(np.median([e[key] for e in timed]))
-
-        n = timed[0]["samples"]
-        total = med("main_cpu") + med("workers_cpu")
-        out[label] = {
-            "samples_per_s": med("rate"),
-            "main_cpu_s": med("main_cpu"),
-            "loop_cpu_s": med("loop_cpu"),
-            "workers_cpu_s": med("workers_cpu"),
-            "cpu_ms_per_image": 1e3 * total / n,
-        }
-    return out
-
-
 def _skip(skipped: dict[str, str], label: str, reason: str) -> None:
     skipped[label] = reason
     msg = f"images benchmark: `{label}` left out: {reason}"
@@ -187,7 +166,7 @@ def _run_group(
     finally:
         for _, run in runs.values():
             run.close()
-    benchmark.extra_info["epochs"] = _stats({label: run for label, (_, run) in runs.items()})
+    benchmark.extra_info["epochs"] = epoch_stats({label: run for label, (_, run) in runs.items()})
     benchmark.extra_info["skipped"] = skipped
 
 

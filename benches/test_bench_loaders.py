@@ -79,7 +79,7 @@ from torch.utils.data import DataLoader, default_collate
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from image_workloads import children_cpu, missing, worker_pids
+from image_workloads import children_cpu, epoch_stats, missing, worker_pids
 
 from packread.cli.bench import run_epoch
 from packread.torch import PackDataset
@@ -418,27 +418,6 @@ def _epoch_check(expected: np.ndarray) -> Callable[[Any, Any], None]:
     return check
 
 
-def _stats(runs: dict[str, EpochRun]) -> dict[str, dict[str, float]]:
-    out = {}
-    for label, run in runs.items():
-        if not run.epochs:
-            continue
-        timed = run.epochs[-max(1, len(run.epochs) - 1) :]  # leave out the warm-up epoch
-
-        def med(key: str, timed: list[dict[str, float]] = timed) -> float:
-            return float(np.median([e[key] for e in timed]))
-
-        total = med("main_cpu") + med("workers_cpu")
-        out[label] = {
-            "samples_per_s": med("rate"),
-            "main_cpu_s": med("main_cpu"),
-            "loop_cpu_s": med("loop_cpu"),
-            "workers_cpu_s": med("workers_cpu"),
-            "cpu_ms_per_image": 1e3 * total / timed[0]["samples"],
-        }
-    return out
-
-
 # --------------------------------------------------------------------------------------------
 # The loaders
 
@@ -697,7 +676,9 @@ def _run_group(
     finally:
         for _, _, run in runs.values():
             run.close()
-    benchmark.extra_info["epochs"] = _stats({label: run for label, (_, _, run) in runs.items()})
+    benchmark.extra_info["epochs"] = epoch_stats(
+        {label: run for label, (_, _, run) in runs.items()}
+    )
     benchmark.extra_info["skipped"] = skipped
 
 

@@ -193,14 +193,11 @@ def test_epoch(benchmark: Any, workloads: dict[str, Workload], fmt: str) -> None
     benchmark.extra_info["epochs"] = _stats(runs)
 
 
-@pytest.mark.parametrize("fmt", FIRST_FORMATS)
-def test_first_batch(benchmark: Any, short_workloads: dict[str, Workload], fmt: str) -> None:
-    """The first batch after about one batch's read, and no stalls: each call is one epoch of
-    16 batches from a fresh iterator, with a simulated step of 1.5x packread's time to read
-    one batch (``time.sleep``: a GPU's time, no CPU)."""
-    w = short_workloads[fmt]
-    one = one_batch_seconds(w)
-    step = 1.5 * one
+def _stepped(
+    benchmark: Any, w: Workload, step: float, group: str, case: str, **timing: Any
+) -> None:
+    """The seed Dataset (2 workers) against ``PackDataset`` (``num_workers=0``), one epoch of
+    ``w`` per call with a simulated step of ``step`` seconds per batch."""
     runs = {
         "seed Dataset, 2 workers": EpochRun(lambda: seed_loader(w, 2), step=step),
         "PackDataset, num_workers=0": EpochRun(lambda: pack_loader(w, 0), step=step),
@@ -212,19 +209,36 @@ def test_first_batch(benchmark: Any, short_workloads: dict[str, Workload], fmt: 
     with torch_threads(1):
         compare(
             benchmark,
-            group=f"first-batch-{fmt}",
+            group=group,
             variants=variants,
             batches=itertools.repeat(None),
             check=_epoch_check(_expected(w)),
-            samples=16 * BATCH,
-            nbytes=16 * BATCH * int(np.prod((3, 256, 256))),
-            case=f"16 batches, step = 1.5 x {one * 1e3:.1f} ms (packread's read of one batch)",
-            min_rounds=5,
+            samples=w.n,
+            nbytes=w.n * int(np.prod((3, 256, 256))),
+            case=case,
             max_time=20.0,
             warmup_rounds=1,
+            **timing,
         )
     benchmark.extra_info["epochs"] = _stats(runs)
     benchmark.extra_info["step_s"] = step
+
+
+@pytest.mark.parametrize("fmt", FIRST_FORMATS)
+def test_first_batch(benchmark: Any, short_workloads: dict[str, Workload], fmt: str) -> None:
+    """The first batch after about one batch's read, and no stalls: each call is one epoch of
+    16 batches from a fresh iterator, with a simulated step of 1.5x packread's time to read
+    one batch (``time.sleep``: a GPU's time, no CPU)."""
+    w = short_workloads[fmt]
+    one = one_batch_seconds(w)
+    _stepped(
+        benchmark,
+        w,
+        1.5 * one,
+        f"first-batch-{fmt}",
+        f"16 batches, step = 1.5 x {one * 1e3:.1f} ms (packread's read of one batch)",
+        min_rounds=5,
+    )
     benchmark.extra_info["one_read_s"] = one
 
 
@@ -233,27 +247,11 @@ def test_first_batch(benchmark: Any, short_workloads: dict[str, Workload], fmt: 
 def test_overlap(benchmark: Any, workloads: dict[str, Workload], fmt: str, factor: int) -> None:
     w = workloads[fmt]
     step = factor * one_batch_seconds(w)
-    runs = {
-        "seed Dataset, 2 workers": EpochRun(lambda: seed_loader(w, 2), step=step),
-        "PackDataset, num_workers=0": EpochRun(lambda: pack_loader(w, 0), step=step),
-    }
-    variants = [
-        Variant("baseline" if label.startswith("seed") else "packread", label, run)
-        for label, run in runs.items()
-    ]
-    with torch_threads(1):
-        compare(
-            benchmark,
-            group=f"overlap-{fmt}-step{factor}x",
-            variants=variants,
-            batches=itertools.repeat(None),
-            check=_epoch_check(_expected(w)),
-            samples=w.n,
-            nbytes=w.n * int(np.prod((3, 256, 256))),
-            case=f"step = {factor} x {step * 1e3:.1f} ms (packread's time for one batch)",
-            min_rounds=3,
-            max_time=20.0,
-            warmup_rounds=1,
-        )
-    benchmark.extra_info["epochs"] = _stats(runs)
-    benchmark.extra_info["step_s"] = step
+    _stepped(
+        benchmark,
+        w,
+        step,
+        f"overlap-{fmt}-step{factor}x",
+        f"step = {factor} x {step * 1e3:.1f} ms (packread's time for one batch)",
+        min_rounds=3,
+    )
