@@ -13,8 +13,8 @@ STAMP := $(VENV)/.installed
 export VIRTUAL_ENV := $(VENV_ABS)
 export PATH := $(VENV_ABS)/bin:$(PATH)
 
-.PHONY: all demo test rust-test py-test py-test-slow lint bench bench-images bench-loaders bench-shards bench-remote bench-jpeg bench-peers develop lock clean \
-	wheel wheel-test docs \
+.PHONY: all demo test rust-test py-test py-test-slow lint bench bench-images bench-loaders bench-shards bench-remote bench-jpeg bench-peers bench-wheel develop lock clean \
+	wheel wheel-test sdist-test docs \
 	fuzz fuzz-build fuzz-long fuzz-seeds fuzz-tools fuzz-files fuzz-files-long miri
 
 all: test
@@ -61,16 +61,38 @@ lint: develop
 	ruff format --check .
 	$(PY) -m mypy.stubtest packread._packread
 
-# The abi3 wheel (one for every CPython >= 3.10, libhdf5 inside) in dist/. Same features and
-# flags as `develop`, so cargo reuses that build.
+# The release wheel and the sdist, in dist/. The wheel is abi3 (one for every CPython >= 3.10)
+# and manylinux2014 (glibc >= 2.17, the tag h5py, numpy and torch ship), libhdf5 and every codec
+# inside, stripped; a report (size, auditwheel's tag, the newest GLIBC symbol) ends the build.
+# Why zig: the extension links glibc's symbols at the versions of the machine that builds it
+# (2.36 here), and no manylinux container runs here (no Docker engine). `maturin --zig` links
+# with zig (PyPI's ziglang, in requirements/dev.in), which carries glibc 2.17's symbol versions,
+# and hands the same zig to the C builds: to cc (CC_<target>: c-blosc2, zlib, zstd, lz4,
+# libdeflate) and to CMake (a toolchain file: libhdf5, libjpeg-turbo with nasm). zig 0.17:
+# 0.14-0.16 ship a clang that refuses libdeflate's AVX-512 kernels ("requires evex512").
+# Its own target directory: another compiler than `develop`'s gcc, so sharing one would rebuild
+# every C library at each switch.
+WHEEL_TARGET_DIR = $${CARGO_TARGET_DIR:-$(CURDIR)/target}/manylinux2014
+
 wheel: $(STAMP)
 	rm -rf dist
-	maturin build --release --quiet --out dist
+	CARGO_TARGET_DIR="$(WHEEL_TARGET_DIR)" maturin build --release --quiet --out dist \
+		--zig --compatibility manylinux2014
+	maturin sdist --out dist
+	$(PY) tests/python/support/wheel.py dist/*.whl
 
-# Installs the wheel into a fresh virtual environment with only numpy and reads every format
-# there; checks the abi3 tag, the stable-ABI symbols (abi3audit) and the shared libraries.
+# Checks the wheel (manylinux_2_17 by auditwheel, no GLIBC symbol newer than 2.17, the system
+# libraries only, the stable ABI, no debug info), then installs it into a fresh virtual
+# environment of each CPython 3.10-3.13 found here (pyenv's or the PATH's; one that is missing
+# is skipped, saying so) holding only numpy, and reads every format there; and with the `cli`
+# extra, runs `packread --help` and a conversion.
 wheel-test: wheel
-	PACKREAD_WHEEL="$$(ls dist/*.whl)" $(PY) -m pytest -q tests/python/test_wheel.py
+	PACKREAD_WHEEL="$$(ls dist/*.whl)" $(PY) -m pytest -q -rs tests/python/test_wheel.py
+
+# Installs the sdist into a fresh virtual environment: a whole build from source (Rust, CMake
+# from PyPI, nasm), ~8 minutes on 2 cores, so not part of `make test`.
+sdist-test: wheel
+	PACKREAD_SDIST="$$(ls dist/*.tar.gz)" $(PY) -m pytest -q -rs --run-slow tests/python/test_sdist.py
 
 # API reference from the docstrings, in site/api (open site/api/index.html).
 docs: develop
@@ -114,6 +136,12 @@ bench-loaders: develop bench-peers
 	$(PY) -m pytest benches/test_bench_loaders.py -q --benchmark-only \
 		--benchmark-json=.bench/loaders.json -p no:cacheprovider
 	$(PY) benches/report.py .bench/loaders.json
+
+# The release wheel (zig's clang, glibc 2.17) against the development build (gcc) on the
+# compiler-bound paths: gzip and blosc HDF5 chunks, JPEG and PNG decodes, alternated round by
+# round (benches/bench_wheel.py).
+bench-wheel: develop wheel
+	$(PY) benches/bench_wheel.py dist/*.whl
 
 # The JPEG decoder choice (benches/jpeg.rs): libjpeg-turbo against zune-jpeg, and packread's
 # decode + crop, on the image benchmark's photos, written here first.

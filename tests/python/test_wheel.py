@@ -1,11 +1,18 @@
-"""The wheel `make wheel` builds: tagged abi3 for CPython >= 3.10, using only the stable ABI,
-needing no shared library beyond the manylinux set (libhdf5 and zlib are inside), and working
-in a fresh virtual environment holding nothing but numpy. `make wheel-test` (part of
-`make test`) runs these with PACKREAD_WHEEL set; a plain pytest run skips them."""
+"""The release wheel `make wheel` builds: tagged abi3 for CPython >= 3.10 and manylinux2014
+(glibc >= 2.17), using only the stable ABI, needing no shared library beyond the manylinux set
+and no glibc symbol newer than 2.17, stripped; and working in fresh virtual environments of
+every CPython 3.10-3.13 on the machine, holding nothing but numpy (and, for the command line,
+its ``cli`` extra). `make wheel-test` (part of `make test`) runs these with PACKREAD_WHEEL set;
+a plain pytest run skips them."""
 
 from __future__ import annotations
 
+import glob
+import io
+import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -15,32 +22,41 @@ import h5py
 import numpy as np
 import pytest
 import tables
+from PIL import Image
+
+from support.wheel import SYSTEM_LIBRARIES, inspect, report, version_key
 
 WHEEL = os.environ.get("PACKREAD_WHEEL", "")
 pytestmark = pytest.mark.skipif(not WHEEL, reason="needs PACKREAD_WHEEL (make wheel-test)")
 
-#: What a manylinux wheel may link against (PEP 600's policy, as auditwheel applies it).
-SYSTEM_LIBRARIES = {
-    "libc.so.6",
-    "libm.so.6",
-    "libgcc_s.so.1",
-    "libpthread.so.0",
-    "libdl.so.2",
-    "librt.so.1",
-    "ld-linux-x86-64.so.2",
-}
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+#: The fresh environments' pins (numpy, and the ``cli`` extra's tree), for CPython 3.10-3.13.
+CONSTRAINTS = os.path.join(ROOT, "requirements", "wheel-test.txt")
+#: The CPython versions packread supports; each one found on the machine gets its own venv.
+PYTHONS = ("3.10", "3.11", "3.12", "3.13")
+#: manylinux2014's glibc: no symbol of the extension may need a newer one.
+GLIBC_MAX = "2.17"
 
 
-def test_tag_and_contents():
-    name = os.path.basename(WHEEL)
-    assert "-cp310-abi3-" in name
+@pytest.fixture(scope="module")
+def facts():
+    got = inspect(WHEEL)
+    print(report(got))
+    return got
+
+
+def test_tag_and_contents(facts):
+    assert re.fullmatch(
+        r"packread-[^-]+-cp310-abi3-manylinux2014_x86_64\.manylinux_2_17_x86_64\.whl", facts.name
+    ), facts.name
+    assert set(facts.tags) == {
+        "cp310-abi3-manylinux2014_x86_64",
+        "cp310-abi3-manylinux_2_17_x86_64",
+    }
     with zipfile.ZipFile(WHEEL) as z:
         names = set(z.namelist())
-        meta = next(n for n in names if n.endswith(".dist-info/WHEEL"))
-        tags = [line for line in z.read(meta).decode().splitlines() if line.startswith("Tag:")]
         entry = z.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
-    assert tags
-    assert all("cp310-abi3-" in t for t in tags)
+        meta = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     for needed in (
         "packread/_packread.abi3.so",
         "packread/_packread.pyi",
@@ -56,22 +72,26 @@ def test_tag_and_contents():
     ):
         assert needed in names
     assert "packread=packread.cli:main" in entry.replace(" ", "")
+    assert "Requires-Python: >=3.10" in meta
+    for extra in ("torch", "convert", "bench", "cli"):
+        assert f"Provides-Extra: {extra}" in meta
 
 
-def test_only_system_libraries_and_stable_abi(tmp_path):
-    with zipfile.ZipFile(WHEEL) as z:
-        so = z.extract("packread/_packread.abi3.so", tmp_path)
-    dynamic = subprocess.run(["readelf", "-d", so], capture_output=True, text=True, check=True)
-    needed = {
-        line.split("[")[1].rstrip("]") for line in dynamic.stdout.splitlines() if "(NEEDED)" in line
-    }
-    assert needed <= SYSTEM_LIBRARIES, needed - SYSTEM_LIBRARIES
-    show = subprocess.run(
-        [sys.executable, "-m", "auditwheel", "show", WHEEL], capture_output=True, text=True
+def test_manylinux2014_glibc_217_and_stripped(facts):
+    # auditwheel's verdict, from the symbols and libraries themselves (not the file name).
+    assert facts.audit_tag == "manylinux_2_17_x86_64", facts.audit_text
+    assert facts.needed <= SYSTEM_LIBRARIES, facts.needed - SYSTEM_LIBRARIES
+    # objdump -T: the newest GLIBC_ version any dynamic symbol references.
+    assert facts.glibc, "objdump -T listed no GLIBC_ symbol versions"
+    assert version_key(facts.newest_glibc) <= version_key(GLIBC_MAX), (
+        facts.newest_glibc,
+        facts.newest_symbols,
     )
-    assert show.returncode == 0, show.stderr
-    assert "is consistent with the following platform tag" in " ".join(show.stdout.split())
-    assert "manylinux" in show.stdout
+    # The release wheel carries no debug information (maturin strips it: pyproject.toml).
+    assert facts.debug_sections == ()
+
+
+def test_stable_abi(tmp_path):
     # Every Python C-API symbol the extension uses is in the stable ABI of 3.10.
     audit = subprocess.run(
         [sys.executable, "-m", "abi3audit", "--strict", "--summary", WHEEL],
@@ -83,8 +103,80 @@ def test_only_system_libraries_and_stable_abi(tmp_path):
     assert "0 ABI version mismatches and 0 ABI violations" in said
 
 
-def _fixtures(root):
+# -- fresh environments ------------------------------------------------------------------------
+
+
+def _version_of(python: str) -> str | None:
+    try:
+        out = subprocess.run(
+            [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except OSError:
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def find_python(version: str) -> str | None:
+    """An interpreter of CPython ``version``: pyenv's (newest patch first), then the PATH's."""
+    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    found = glob.glob(os.path.join(root, "versions", f"{version}.*", "bin", f"python{version}"))
+    candidates = sorted(found, key=lambda p: version_key(p.split(os.sep)[-3]), reverse=True)
+    if f"{sys.version_info[0]}.{sys.version_info[1]}" == version:
+        candidates.append(getattr(sys, "_base_executable", sys.executable))
+    on_path = shutil.which(f"python{version}")
+    if on_path:
+        candidates.append(on_path)
+    return next((p for p in candidates if _version_of(p) == version), None)
+
+
+def fresh_venv(version: str, where, *install: str) -> str:
+    """A new virtual environment of CPython ``version`` with ``install`` (pinned by
+    requirements/wheel-test.txt); its python. Skips, saying so, where that CPython is not on
+    this machine."""
+    python = find_python(version)
+    if python is None:
+        pytest.skip(f"CPython {version} is not on this machine: its wheel test is skipped")
+    venv = str(where / f"venv{version}")
+    subprocess.run([python, "-m", "venv", venv], check=True, capture_output=True)
+    py = os.path.join(venv, "bin", "python")
+    pip = [py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    run = subprocess.run([*pip, "-c", CONSTRAINTS, *install], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return py
+
+
+def _installed(py: str) -> set[str]:
+    out = subprocess.run(
+        [py, "-m", "pip", "list", "--format=json", "--disable-pip-version-check"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return {p["name"].lower() for p in json.loads(out)}
+
+
+def _image(h: int, w: int, seed: int) -> Image.Image:
+    """A smooth picture with some texture (JPEG's quantisation has something to round)."""
+    y, x = np.mgrid[0:h, 0:w]
+    rng = np.random.default_rng(seed)
+    rgb = np.stack([x * 255 // w, y * 255 // h, (x + y) * 127 // (w + h)], axis=-1)
+    rgb = rgb + rng.integers(0, 24, rgb.shape)
+    return Image.fromarray(np.clip(rgb, 0, 255).astype(np.uint8))
+
+
+def _save(im: Image.Image, fmt: str, **kw) -> bytes:
+    buf = io.BytesIO()
+    im.save(buf, fmt, **kw)
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def fixtures(tmp_path_factory):
     """Files in every format, written by the real writers, and what each must read as."""
+    root = tmp_path_factory.mktemp("formats")
     rng = np.random.default_rng(3)
     images = rng.integers(0, 256, (12, 3, 8, 8), dtype=np.uint8)
     labels = np.arange(12, dtype="<i8")
@@ -97,6 +189,9 @@ def _fixtures(root):
         f.create_carray(
             "/", "images", obj=images, chunkshape=(1, 3, 8, 8), filters=tables.Filters(5, "blosc")
         )
+    for s in range(3):  # three shards of 4 samples, read as one data set
+        with h5py.File(root / f"shard_{s}.h5", "w") as f:
+            f.create_dataset("images", data=images[4 * s : 4 * s + 4], compression="lzf")
     with zipfile.ZipFile(root / "raw.zip", "w") as z:
         for i, im in enumerate(images):
             z.writestr(f"img/{i:02d}.raw", im.tobytes())
@@ -107,18 +202,37 @@ def _fixtures(root):
         np.savez_compressed(root / "npz" / f"{i:02d}.npz", image=im, label=labels[i])
     np.save(root / "want_images.npy", images)
     np.save(root / "want_labels.npy", labels)
+    # Encoded images: a ZIP with the tutorial's labels, and an ImageFolder tree.
+    encoded = {
+        "a.jpg": _save(_image(40, 32, 1), "JPEG", quality=90),
+        "b.jpg": _save(_image(27, 33, 2), "JPEG", quality=85, progressive=True),
+        "c.png": _save(_image(31, 20, 3), "PNG"),
+        "d.webp": _save(_image(24, 24, 4), "WEBP", lossless=True),
+    }
+    with zipfile.ZipFile(root / "images.zip", "w") as z:
+        for n, raw in encoded.items():
+            z.writestr(n, raw)
+        z.writestr("dataset.json", json.dumps({"labels": {n: k for k, n in enumerate(encoded)}}))
+    for k, (n, raw) in enumerate(encoded.items()):
+        folder = root / "tree" / ("cat" if k % 2 else "dog")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / n).write_bytes(raw)
+    for k, raw in enumerate(encoded.values()):
+        with Image.open(io.BytesIO(raw)) as im:
+            np.save(root / f"want_pixels_{k}.npy", np.asarray(im.convert("RGB")))
+    return root
 
 
 SMOKE = textwrap.dedent(
     """
-    import os, subprocess, sys
+    import glob, os, subprocess, sys
     import numpy as np
     import packread
 
     here = sys.argv[1]
     assert packread.__file__.startswith(sys.prefix), packread.__file__
     assert packread._packread.__file__.endswith("_packread.abi3.so")
-    for absent in ("h5py", "tables", "torch", "hdf5plugin"):
+    for absent in ("h5py", "tables", "torch", "hdf5plugin", "PIL"):
         try:
             __import__(absent)
         except ImportError:
@@ -127,6 +241,7 @@ SMOKE = textwrap.dedent(
             raise AssertionError(absent + " should not be installed here")
     images = np.load(os.path.join(here, "want_images.npy"))
     labels = np.load(os.path.join(here, "want_labels.npy"))
+    pixels = [np.load(p) for p in sorted(glob.glob(os.path.join(here, "want_pixels_*.npy")))]
     idx = [5, 0, 11, 5]
 
     def same(got, want):
@@ -138,6 +253,9 @@ SMOKE = textwrap.dedent(
     same(batch["images"], images[idx])
     same(batch["labels"], labels[idx])
     same(packread.HDF5Reader(os.path.join(here, "pytables.h5"), "images").batch(idx), images[idx])
+    shards = packread.HDF5Reader(os.path.join(here, "shard_*.h5"), "images")
+    assert isinstance(shards, packread.ShardedReader) and len(shards) == 12
+    same(shards.batch(idx), images[idx])
     z = packread.ZipReader(os.path.join(here, "raw.zip"), members="img/*.raw", shape=(3, 8, 8))
     same(z.batch(idx), images[idx])
     same(packread.NpyReader(os.path.join(here, "npy")).batch(idx), images[idx])
@@ -150,6 +268,14 @@ SMOKE = textwrap.dedent(
          images[3])
     same(packread.HDF5Reader(open(os.path.join(here, "h5py.h5"), "rb").read(), "labels")
          .batch(idx), labels[idx])
+    # JPEG (baseline and progressive), PNG and WebP, at their own sizes, as PIL decodes them.
+    zi = packread.ImageReader(os.path.join(here, "images.zip"))
+    for got, want in zip(zi.batch([0, 1, 2, 3]), pixels):
+        same(got, want)
+    same(zi.labels, np.arange(4, dtype=np.int64))
+    tree = packread.ImageReader(os.path.join(here, "tree"), size=16, resize=20)
+    assert tree.classes == ["cat", "dog"], tree.classes
+    assert tree.batch([0, 1, 2, 3]).shape == (4, 16, 16, 3)
     script = os.path.join(os.path.dirname(sys.executable), "packread")
     out = subprocess.run([script, "inspect", os.path.join(here, "npz")], check=True,
                          capture_output=True, text=True).stdout
@@ -157,38 +283,59 @@ SMOKE = textwrap.dedent(
     out = subprocess.run([sys.executable, "-m", "packread", "--version"], check=True,
                          capture_output=True, text=True).stdout
     assert out.startswith("packread "), out
-    print("smoke ok")
+    print("smoke ok", sys.version_info[:2])
     """
 )
 
 
-def test_fresh_venv_reads_every_format(tmp_path):
-    _fixtures(tmp_path)
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", venv], check=True)
-    python = str(venv / "bin" / "python")
-    install = subprocess.run(
-        [
-            python,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            f"numpy=={np.__version__}",
-            WHEEL,
-        ],
-        capture_output=True,
-        text=True,
-    )
-    assert install.returncode == 0, install.stdout + install.stderr
+@pytest.mark.parametrize("version", PYTHONS)
+def test_fresh_venv_reads_every_format(version, fixtures, tmp_path):
+    py = fresh_venv(version, tmp_path, "numpy", WHEEL)
+    assert _installed(py) - {"pip", "setuptools"} == {"numpy", "packread"}
     (tmp_path / "smoke.py").write_text(SMOKE)
     run = subprocess.run(
-        [python, "-I", str(tmp_path / "smoke.py"), str(tmp_path)],
+        [py, "-I", str(tmp_path / "smoke.py"), str(fixtures)],
         capture_output=True,
         text=True,
         cwd=tmp_path,
         env={"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/")},
     )
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "smoke ok" in run.stdout
+    assert f"smoke ok ({version.replace('.', ', ')})" in run.stdout
+
+
+@pytest.mark.parametrize("version", PYTHONS)
+def test_cli_extra(version, fixtures, tmp_path):
+    """`pip install packread[cli]`: `packread --help`, and a conversion that needs the extra
+    (h5py writes, hdf5plugin's blosc) read back by packread."""
+    py = fresh_venv(version, tmp_path, f"packread[cli] @ file://{os.path.abspath(WHEEL)}")
+    assert {"h5py", "hdf5plugin", "tqdm", "matplotlib"} <= _installed(py)
+    script = os.path.join(os.path.dirname(py), "packread")
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/")}
+    helped = subprocess.run([script, "--help"], capture_output=True, text=True, env=env)
+    assert helped.returncode == 0, helped.stderr
+    for command in ("packread inspect PATH", "packread convert SRC DST", "packread bench PATH"):
+        assert command in helped.stdout
+    out = tmp_path / "converted.h5"
+    conv = subprocess.run(
+        [script, "convert", str(fixtures / "npy"), str(out), "--codec", "blosc:lz4:5", "-q"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert conv.returncode == 0, conv.stdout + conv.stderr
+    check = (
+        "import sys, numpy as np, packread; "
+        "r = packread.HDF5Reader(sys.argv[1], 'data'); "
+        "assert r.batch(range(12)).tobytes() == np.load(sys.argv[2]).tobytes(); print('ok')"
+    )
+    read = subprocess.run(
+        [py, "-I", "-c", check, str(out), str(fixtures / "want_images.npy")],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert read.stdout.strip() == "ok", read.stdout + read.stderr
+    with h5py.File(out) as f:  # what the extra's writer made: blosc (filter 32001)
+        plist = f["data"].id.get_create_plist()
+        assert 32001 in [plist.get_filter(i)[0] for i in range(plist.get_nfilters())]
