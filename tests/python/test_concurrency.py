@@ -190,6 +190,10 @@ def test_dataloader_workers(case, context):
     from support.datasets import ReaderDataset, native
 
     reader = case.open()
+    want = case.reference(list(range(N)))
+    dtypes = [v.dtype for v in want.values()] if isinstance(want, dict) else [want.dtype]
+    if not hasattr(torch, "uint16") and any(d.kind == "u" and d.itemsize > 1 for d in dtypes):
+        pytest.skip("torch < 2.3 makes no uint16/uint32/uint64 tensors (default_collate fails)")
     check(reader.batch(range(N)), case, range(N))  # the parent uses the pool first
     loader = torch.utils.data.DataLoader(
         ReaderDataset(reader),
@@ -203,7 +207,6 @@ def test_dataloader_workers(case, context):
         got = {k: np.concatenate([p[k].numpy() for p in parts]) for k in parts[0]}
     else:
         got = np.concatenate([p.numpy() for p in parts])
-    want = case.reference(list(range(N)))
     want = {k: native(v) for k, v in want.items()} if isinstance(want, dict) else native(want)
     assert same(got, want)
 

@@ -322,7 +322,8 @@ def test_truncated_real_file(tmp_path):
     np.save(path, np.arange(100, dtype="<i8"))
     with open(path, "r+b") as f:
         f.truncate(os.path.getsize(path) - 1)
-    with pytest.raises(ValueError, match="Failed to read all data"):  # numpy refuses it too
+    # numpy refuses it too (numpy 1.x: "cannot reshape array of size 99 into shape (100,)").
+    with pytest.raises(ValueError, match=r"Failed to read all data|cannot reshape"):
         np.load(path)
     with pytest.raises(packread.NpyFormatError, match="needs") as exc:
         packread.load_npy(path)

@@ -13,13 +13,19 @@ import numpy as np
 import pytest
 import torch
 from torch.utils.data import DataLoader, DistributedSampler
-from torchdata.stateful_dataloader import StatefulDataLoader
 
 import packread
 from packread.errors import HDF5Error, InvalidArgumentError, PackreadOSError, PackreadTypeError
 from packread.torch import PackDataset, PackMapDataset, open_reader
 from support.formats import Case, N, same, write_all
-from support.torchdata import rank_main, run_gloo_ranks, times_two, write_ids
+from support.torchdata import (
+    StatefulDataLoader,
+    needs_stateful_dataloader,
+    rank_main,
+    run_gloo_ranks,
+    times_two,
+    write_ids,
+)
 
 FORMATS = ["npy", "zip_raw", "zip_npy", "npz", "h5", "h5_lzf", "h5_shards", "zip_shards"]
 
@@ -321,6 +327,7 @@ def test_state_refuses_other_settings(ids):
         PackDataset(ids, 4, datasets="id").load_state_dict({"epoch": 1})
 
 
+@needs_stateful_dataloader
 @pytest.mark.parametrize("workers", [0, 2])
 def test_resume_with_stateful_dataloader(ids, workers):
     ds = PackDataset(ids, 4, datasets="id", seed=8)
@@ -341,6 +348,7 @@ def test_resume_with_stateful_dataloader(ids, workers):
         assert epoch_ids(loader) == expected_batches(ds, 1)
 
 
+@needs_stateful_dataloader
 @pytest.mark.parametrize("workers", [0, 2])
 def test_stateful_dataloader_saved_at_the_end_of_an_epoch(ids, workers):
     ds = PackDataset(ids, 4, datasets="id", seed=8)

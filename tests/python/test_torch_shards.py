@@ -12,13 +12,12 @@ import h5py
 import numpy as np
 import pytest
 from torch.utils.data import DataLoader
-from torchdata.stateful_dataloader import StatefulDataLoader
 
 import packread
 from packread.errors import InvalidArgumentError
 from packread.torch import PackDataset
 from support.shardranks import shard_rank_main, write_id_shards
-from support.torchdata import run_gloo_ranks
+from support.torchdata import StatefulDataLoader, needs_stateful_dataloader, run_gloo_ranks
 
 #: Shard lengths: unequal, with an empty shard; 4 shards hold samples.
 SIZES = (1, 7, 0, 500, 3)
@@ -256,6 +255,7 @@ def test_shard_mode_state_needs_the_same_workers(shards):
         list(DataLoader(fresh, batch_size=None))
 
 
+@needs_stateful_dataloader
 @pytest.mark.parametrize("workers", [0, 2])
 def test_shard_mode_resumes_with_a_stateful_dataloader(shards, workers):
     whole = expected_batches(_shard_ds(shards), 0, workers)

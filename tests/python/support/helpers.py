@@ -26,7 +26,10 @@ def assert_same(got: np.ndarray, want: np.ndarray) -> None:
     assert got.dtype.str == want.dtype.str, (got.dtype.str, want.dtype.str)
     assert got.shape == want.shape, (got.shape, want.shape)
     assert got.flags.c_contiguous == want.flags.c_contiguous, "C contiguity differs"
-    assert got.flags.f_contiguous == want.flags.f_contiguous, "F contiguity differs"
+    if want.itemsize or np.lib.NumpyVersion(np.__version__) >= "2.0.0":
+        # numpy 1.x flags a multi-dimensional array of a zero-size dtype F-contiguous when
+        # numpy.load makes it, and not when np.empty does (packread's arrays are np.empty's).
+        assert got.flags.f_contiguous == want.flags.f_contiguous, "F contiguity differs"
     assert leaf_bytes(got) == leaf_bytes(want)
 
 

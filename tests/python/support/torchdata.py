@@ -10,6 +10,18 @@ from typing import Any
 
 import h5py
 import numpy as np
+import pytest
+
+try:
+    from torchdata.stateful_dataloader import StatefulDataLoader
+except ImportError:  # torchdata >= 0.8 has it, and needs torch >= 2.4 (packread takes >= 2.1)
+    StatefulDataLoader = None
+
+#: Skips a test of resuming under torchdata's StatefulDataLoader where there is none.
+needs_stateful_dataloader = pytest.mark.skipif(
+    StatefulDataLoader is None,
+    reason="no torchdata.stateful_dataloader here (torchdata >= 0.8, torch >= 2.4)",
+)
 
 
 def write_ids(path: str, n: int, chunk: int = 1) -> str:
