@@ -14,7 +14,7 @@ export VIRTUAL_ENV := $(VENV_ABS)
 export PATH := $(VENV_ABS)/bin:$(PATH)
 
 .PHONY: all demo test rust-test py-test py-test-slow lint bench bench-images bench-loaders bench-shards bench-remote bench-jpeg bench-peers bench-wheel develop lock clean \
-	wheel wheel-test sdist-test docs \
+	wheel wheel-test sdist-test compat-test docs \
 	fuzz fuzz-build fuzz-long fuzz-seeds fuzz-tools fuzz-files fuzz-files-long miri
 
 all: test
@@ -93,6 +93,28 @@ wheel-test: wheel
 # from PyPI, nasm), ~8 minutes on 2 cores, so not part of `make test`.
 sdist-test: wheel
 	PACKREAD_SDIST="$$(ls dist/*.tar.gz)" $(PY) -m pytest -q -rs --run-slow tests/python/test_sdist.py
+
+# The oldest torch and numpy packread supports, tested: torch 2.1.2 (torchvision 0.16.2) with
+# numpy 1.26.4, in .venv-compat (~3 GB: torch's CUDA wheels), every other package as locked.
+# Runs pytest on this checkout's build (`make develop`), but for the object-storage tests (their
+# servers' packages are not installed there). torch < 2.4 has no StatefulDataLoader (torchdata
+# >= 0.8) and torch < 2.3 no uint16/32/64 tensors: those tests skip, saying so. Not part of
+# `make test` (the download); the README's support matrix gives its last result.
+COMPAT_PINS := numpy==1.26.4 torch==2.1.2 torchvision==0.16.2
+COMPAT_VENV := .venv-compat
+
+compat-test: develop
+	rm -rf $(COMPAT_VENV) && $(PYTHON) -m venv $(COMPAT_VENV)
+	grep -viE '^(numpy|torch|torchvision|torchdata|triton|nvidia-)' requirements/lock.txt \
+		> $(COMPAT_VENV)/constraints.txt
+	$(COMPAT_VENV)/bin/pip install --quiet --disable-pip-version-check $(COMPAT_PINS) \
+		pytest hypothesis h5py tables hdf5plugin scikit-image pillow matplotlib tqdm bitshuffle \
+		spdl pdoc -c $(COMPAT_VENV)/constraints.txt
+	echo "$(CURDIR)/python" \
+		> "$$($(COMPAT_VENV)/bin/python -c 'import site; print(site.getsitepackages()[0])')/packread.pth"
+	$(COMPAT_VENV)/bin/python -m pytest -q -rs -p no:cacheprovider tests/python \
+		--ignore tests/python/test_remote.py --ignore tests/python/test_torch_remote.py \
+		--ignore tests/python/test_objstore_servers.py
 
 # API reference from the docstrings, in site/api (open site/api/index.html).
 docs: develop
@@ -261,4 +283,4 @@ lock:
 	.lock-venv/bin/pip freeze > requirements/lock.txt && rm -rf .lock-venv
 
 clean:
-	rm -rf $(VENV) target .bench dist site python/packread/*.so fuzz/target fuzz/work fuzz/logs
+	rm -rf $(VENV) $(COMPAT_VENV) target .bench dist site python/packread/*.so fuzz/target fuzz/work fuzz/logs
