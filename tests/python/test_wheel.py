@@ -24,6 +24,7 @@ import pytest
 import tables
 from PIL import Image
 
+from support.images import encode
 from support.wheel import SYSTEM_LIBRARIES, inspect, report, version_key
 
 WHEEL = os.environ.get("PACKREAD_WHEEL", "")
@@ -91,7 +92,7 @@ def test_manylinux2014_glibc_217_and_stripped(facts):
     assert facts.debug_sections == ()
 
 
-def test_stable_abi(tmp_path):
+def test_stable_abi():
     # Every Python C-API symbol the extension uses is in the stable ABI of 3.10.
     audit = subprocess.run(
         [sys.executable, "-m", "abi3audit", "--strict", "--summary", WHEEL],
@@ -158,6 +159,12 @@ def _installed(py: str) -> set[str]:
     return {p["name"].lower() for p in json.loads(out)}
 
 
+def _bare_env() -> dict[str, str]:
+    """What the fresh environments' programs run with: the PATH and HOME, nothing of this
+    process's virtual environment or PYTHONPATH."""
+    return {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/")}
+
+
 def _image(h: int, w: int, seed: int) -> Image.Image:
     """A smooth picture with some texture (JPEG's quantisation has something to round)."""
     y, x = np.mgrid[0:h, 0:w]
@@ -165,12 +172,6 @@ def _image(h: int, w: int, seed: int) -> Image.Image:
     rgb = np.stack([x * 255 // w, y * 255 // h, (x + y) * 127 // (w + h)], axis=-1)
     rgb = rgb + rng.integers(0, 24, rgb.shape)
     return Image.fromarray(np.clip(rgb, 0, 255).astype(np.uint8))
-
-
-def _save(im: Image.Image, fmt: str, **kw) -> bytes:
-    buf = io.BytesIO()
-    im.save(buf, fmt, **kw)
-    return buf.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -204,10 +205,10 @@ def fixtures(tmp_path_factory):
     np.save(root / "want_labels.npy", labels)
     # Encoded images: a ZIP with the tutorial's labels, and an ImageFolder tree.
     encoded = {
-        "a.jpg": _save(_image(40, 32, 1), "JPEG", quality=90),
-        "b.jpg": _save(_image(27, 33, 2), "JPEG", quality=85, progressive=True),
-        "c.png": _save(_image(31, 20, 3), "PNG"),
-        "d.webp": _save(_image(24, 24, 4), "WEBP", lossless=True),
+        "a.jpg": encode(_image(40, 32, 1), "JPEG", quality=90),
+        "b.jpg": encode(_image(27, 33, 2), "JPEG", quality=85, progressive=True),
+        "c.png": encode(_image(31, 20, 3), "PNG"),
+        "d.webp": encode(_image(24, 24, 4), "WEBP", lossless=True),
     }
     with zipfile.ZipFile(root / "images.zip", "w") as z:
         for n, raw in encoded.items():
@@ -298,7 +299,7 @@ def test_fresh_venv_reads_every_format(version, fixtures, tmp_path):
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        env={"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/")},
+        env=_bare_env(),
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"smoke ok ({version.replace('.', ', ')})" in run.stdout
@@ -311,7 +312,7 @@ def test_cli_extra(version, fixtures, tmp_path):
     py = fresh_venv(version, tmp_path, f"packread[cli] @ file://{os.path.abspath(WHEEL)}")
     assert {"h5py", "hdf5plugin", "tqdm", "matplotlib"} <= _installed(py)
     script = os.path.join(os.path.dirname(py), "packread")
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/")}
+    env = _bare_env()
     helped = subprocess.run([script, "--help"], capture_output=True, text=True, env=env)
     assert helped.returncode == 0, helped.stderr
     for command in ("packread inspect PATH", "packread convert SRC DST", "packread bench PATH"):

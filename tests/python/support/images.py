@@ -24,7 +24,8 @@ def photo(name: str) -> Image.Image:
         return im.convert("RGB")
 
 
-def _save(im: Image.Image, fmt: str, **kw) -> bytes:
+def encode(im: Image.Image, fmt: str, **kw) -> bytes:
+    """``im`` as PIL writes it in ``fmt`` (``"JPEG"``, ``"PNG"``, ``"WEBP"``) with ``kw``."""
     buf = io.BytesIO()
     im.save(buf, fmt, **kw)
     return buf.getvalue()
@@ -38,21 +39,21 @@ def _exif(orientation: int) -> bytes:
 
 #: Each kind of file: a name suffix and how PIL writes it from an RGB photograph.
 KINDS: dict[str, Callable[[Image.Image], bytes]] = {
-    "q90.jpg": lambda im: _save(im, "JPEG", quality=90),
-    "q60-444.jpg": lambda im: _save(im, "JPEG", quality=60, subsampling=0),
-    "q95-422.jpg": lambda im: _save(im, "JPEG", quality=95, subsampling=1),
-    "progressive.jpg": lambda im: _save(im, "JPEG", quality=85, progressive=True),
-    "gray.jpg": lambda im: _save(im.convert("L"), "JPEG", quality=90),
-    "cmyk.jpg": lambda im: _save(im.convert("CMYK"), "JPEG", quality=90),
-    "small.jpg": lambda im: _save(im.resize((61, 47)), "JPEG", quality=90),
-    "rgb.png": lambda im: _save(im, "PNG"),
-    "rgba.png": lambda im: _save(_with_alpha(im), "PNG"),
-    "gray16.png": lambda im: _save(_gray16(im), "PNG"),
-    "palette.png": lambda im: _save(im.convert("P", palette=Image.Palette.ADAPTIVE), "PNG"),
-    "la.png": lambda im: _save(_with_alpha(im).convert("LA"), "PNG"),
-    "lossless.webp": lambda im: _save(im, "WEBP", lossless=True),
-    "lossless-alpha.webp": lambda im: _save(_with_alpha(im), "WEBP", lossless=True),
-    "lossy.webp": lambda im: _save(im, "WEBP", quality=80),
+    "q90.jpg": lambda im: encode(im, "JPEG", quality=90),
+    "q60-444.jpg": lambda im: encode(im, "JPEG", quality=60, subsampling=0),
+    "q95-422.jpg": lambda im: encode(im, "JPEG", quality=95, subsampling=1),
+    "progressive.jpg": lambda im: encode(im, "JPEG", quality=85, progressive=True),
+    "gray.jpg": lambda im: encode(im.convert("L"), "JPEG", quality=90),
+    "cmyk.jpg": lambda im: encode(im.convert("CMYK"), "JPEG", quality=90),
+    "small.jpg": lambda im: encode(im.resize((61, 47)), "JPEG", quality=90),
+    "rgb.png": lambda im: encode(im, "PNG"),
+    "rgba.png": lambda im: encode(_with_alpha(im), "PNG"),
+    "gray16.png": lambda im: encode(_gray16(im), "PNG"),
+    "palette.png": lambda im: encode(im.convert("P", palette=Image.Palette.ADAPTIVE), "PNG"),
+    "la.png": lambda im: encode(_with_alpha(im).convert("LA"), "PNG"),
+    "lossless.webp": lambda im: encode(im, "WEBP", lossless=True),
+    "lossless-alpha.webp": lambda im: encode(_with_alpha(im), "WEBP", lossless=True),
+    "lossy.webp": lambda im: encode(im, "WEBP", quality=80),
 }
 
 #: Kinds whose pixels PIL and packread decode with different code (libwebp vs image-webp):
@@ -86,7 +87,7 @@ def files(photos: list[str] | None = None) -> dict[str, bytes]:
 
 def rotated(orientation: int) -> bytes:
     """A JPEG whose EXIF orientation is ``orientation`` (its pixels stored sideways)."""
-    return _save(photo("chelsea.png"), "JPEG", quality=90, exif=_exif(orientation))
+    return encode(photo("chelsea.png"), "JPEG", quality=90, exif=_exif(orientation))
 
 
 def pil_rgb(raw: bytes, mode: str = "RGB") -> np.ndarray:
