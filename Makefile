@@ -71,8 +71,13 @@ lint: develop
 # libdeflate) and to CMake (a toolchain file: libhdf5, libjpeg-turbo with nasm). zig 0.17:
 # 0.14-0.16 ship a clang that refuses libdeflate's AVX-512 kernels ("requires evex512").
 # Its own target directory: another compiler than `develop`'s gcc, so sharing one would rebuild
-# every C library at each switch.
-WHEEL_TARGET_DIR = $${CARGO_TARGET_DIR:-$(CURDIR)/target}/manylinux2014
+# every C library at each switch. And one per checkout: the zig compiler CMake records in its
+# cache (libhdf5's, libjpeg-turbo's) is a wrapper script that runs this checkout's
+# .venv/bin/maturin, and CMake never re-reads a cached compiler, so a build directory another
+# clone configured fails once that clone is gone ("maturin: not found") when CARGO_TARGET_DIR
+# is shared (as .ci/run shares it).
+CHECKOUT_KEY := $(shell printf '%s' '$(CURDIR)' | cksum | cut -d' ' -f1)
+WHEEL_TARGET_DIR = $${CARGO_TARGET_DIR:-$(CURDIR)/target}/manylinux2014-$(CHECKOUT_KEY)
 
 wheel: $(STAMP)
 	rm -rf dist
