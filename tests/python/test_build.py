@@ -17,10 +17,11 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs make
 
 def wheel_target_dir(checkout: str, cargo_target_dir: str) -> str:
     """The CARGO_TARGET_DIR `make wheel` would build the wheel in, for a clone at `checkout`."""
+    env = {**os.environ, "CARGO_TARGET_DIR": cargo_target_dir}
     printed = subprocess.run(
         ["make", "--no-print-directory", "-n", "wheel", f"CURDIR={checkout}"],
         cwd=ROOT,
-        env={**os.environ, "CARGO_TARGET_DIR": cargo_target_dir},
+        env=env,
         capture_output=True,
         text=True,
         check=True,
@@ -30,7 +31,7 @@ def wheel_target_dir(checkout: str, cargo_target_dir: str) -> str:
     # The recipe leaves the shell to expand ${CARGO_TARGET_DIR:-...}; expand it the same way.
     return subprocess.run(
         ["bash", "-c", f'echo "{found.group(1)}"'],
-        env={**os.environ, "CARGO_TARGET_DIR": cargo_target_dir},
+        env=env,
         capture_output=True,
         text=True,
         check=True,
