@@ -1,6 +1,8 @@
 //! Builds c-blosc2 (blosc 1.x and 2 decoding: HDF5 filters 32001 and 32026) into the extension,
 //! against the one copy of each codec library the rest of packread links: lz4 (`lz4-sys`), zstd
-//! (`zstd-sys`) and zlib (`libz-sys`).
+//! (`zstd-sys`) and zlib (`libz-sys`); and two small C files of packread's own, each against
+//! the headers of the library it calls: libhdf5's remote file driver and the JPEG decoder
+//! (libjpeg's API).
 //!
 //! Why not a blosc2 crate as it is: every one on crates.io (`blosc2-sys`, `blosc2-src`,
 //! `blosc2-rs-sys`) compiles c-blosc2 together with private copies of lz4, zstd and zlib-ng.
@@ -94,6 +96,21 @@ fn main() {
     if std::env::var_os("CARGO_FEATURE_HDF5").is_some() {
         remote_vfd();
     }
+    jpeg_shim();
+}
+
+/// JPEG decoding through libjpeg's own API (src/codec/image/jpeg_shim.c says why), built
+/// against the headers of the libjpeg-turbo that turbojpeg-sys builds and links.
+fn jpeg_shim() {
+    println!("cargo:rerun-if-changed=src/codec/image/jpeg_shim.c");
+    let include =
+        std::env::var("DEP_TURBOJPEG_INCLUDE").expect("DEP_TURBOJPEG_INCLUDE is not set");
+    cc::Build::new()
+        .file("src/codec/image/jpeg_shim.c")
+        .includes(include.split(','))
+        .warnings(true)
+        .opt_level(2)
+        .compile("packread_jpeg");
 }
 
 /// The file driver libhdf5 reads remote files through (src/formats/hdf5/remote_vfd.c), built

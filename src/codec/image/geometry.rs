@@ -387,7 +387,9 @@ pub fn transform(
         Crop::Center { resize } => {
             let bbox = center_box(w, h, resize, spec.size);
             let denom = match head.format {
-                ImageFormat::Jpeg if spec.draft => dct_denominator(bbox.2, bbox.3, spec.size),
+                ImageFormat::Jpeg if spec.draft && head.scalable => {
+                    dct_denominator(bbox.2, bbox.3, spec.size)
+                }
                 _ => 1,
             };
             if denom > 1 {

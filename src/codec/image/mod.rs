@@ -165,11 +165,16 @@ pub struct ImageInfo {
     pub height: u32,
     /// A CMYK or YCCK JPEG.
     pub cmyk: bool,
+    /// A JPEG of one grey channel.
+    pub gray: bool,
     /// A progressive JPEG.
     pub progressive: bool,
     /// Crop regions of a decode start on a multiple of this many columns (JPEG's iMCU
     /// width; 1 where any column will do).
     pub crop_align: u32,
+    /// Whether the decoder can scale the image down as it decodes (JPEG's IDCT scaling:
+    /// every JPEG but a lossless one).
+    pub scalable: bool,
 }
 
 /// Pixels of one decoded image (or region of one), rows of `width * mode.channels()` bytes.
@@ -217,8 +222,11 @@ pub fn info(data: &[u8], limits: &Limits) -> Result<ImageInfo, ImageError> {
                 width: j.width,
                 height: j.height,
                 cmyk: j.is_cmyk(),
+                gray: j.is_gray(),
                 progressive: j.progressive,
-                crop_align: j.mcu_width,
+                // A lossless JPEG is decoded whole and cut (any column will do).
+                crop_align: if j.lossless { 1 } else { j.mcu_width },
+                scalable: !j.lossless,
             }
         }
         ImageFormat::Png | ImageFormat::Webp => {
@@ -232,8 +240,10 @@ pub fn info(data: &[u8], limits: &Limits) -> Result<ImageInfo, ImageError> {
                 width,
                 height,
                 cmyk: false,
+                gray: false,
                 progressive: false,
                 crop_align: 1,
+                scalable: false,
             }
         }
     };
@@ -269,9 +279,10 @@ pub fn decode(
     let px = r.w as usize * r.h as usize;
     match info.format {
         ImageFormat::Jpeg => {
-            let j = jpeg::info(data)?;
-            if (j.width, j.height) != (info.width, info.height) {
-                return Err(ImageError::Corrupt("the JPEG header changed".into()));
+            let j = jpeg_info(info);
+            if j.lossless && region.is_some() {
+                // libjpeg crops only DCT-coded images: decoded whole, then cut.
+                return Ok(crop(&decode(data, info, None, mode)?, r));
             }
             let (layout, from) = jpeg_layout(&j);
             let mut raw = vec![0u8; px * layout.channels()];
@@ -300,10 +311,7 @@ pub fn decode_scaled(
             "internal: only JPEGs decode scaled".into(),
         ));
     }
-    let j = jpeg::info(data)?;
-    if (j.width, j.height) != (info.width, info.height) {
-        return Err(ImageError::Corrupt("the JPEG header changed".into()));
-    }
+    let j = jpeg_info(info);
     let (layout, from) = jpeg_layout(&j);
     let (w, h) = jpeg::scaled(j.width, j.height, denom);
     let mut raw = vec![0u8; w as usize * h as usize * layout.channels()];
@@ -314,6 +322,25 @@ pub fn decode_scaled(
         mode,
         pixels: convert(raw, from, mode),
     })
+}
+
+/// The JPEG header `info` was read from (the decoder checks the size again: a header that
+/// differs from the one the output was sized by is an error, never a write past it).
+fn jpeg_info(info: &ImageInfo) -> jpeg::JpegInfo {
+    jpeg::JpegInfo {
+        width: info.width,
+        height: info.height,
+        colors: if info.cmyk {
+            jpeg::Colors::Cmyk
+        } else if info.gray {
+            jpeg::Colors::Gray
+        } else {
+            jpeg::Colors::Color
+        },
+        mcu_width: info.crop_align,
+        progressive: info.progressive,
+        lossless: !info.scalable,
+    }
 }
 
 /// What libjpeg-turbo decodes a JPEG to, and how those pixels are laid out for [`convert`].
