@@ -1,7 +1,7 @@
 //! Builds c-blosc2 (blosc 1.x and 2 decoding: HDF5 filters 32001 and 32026) into the extension,
 //! against the one copy of each codec library the rest of packread links: lz4 (`lz4-sys`), zstd
 //! (`zstd-sys`) and zlib (`libz-sys`); and two small C files of packread's own, each against
-//! the headers of the library it calls: libhdf5's remote file driver and the JPEG decoder
+//! the headers of the library it calls: packread's libhdf5 file driver and the JPEG decoder
 //! (libjpeg's API).
 //!
 //! Why not a blosc2 crate as it is: every one on crates.io (`blosc2-sys`, `blosc2-src`,
@@ -94,7 +94,7 @@ fn main() {
         avx2.flag("-mavx2").compile("packread_blosc2_avx2");
     }
     if std::env::var_os("CARGO_FEATURE_HDF5").is_some() {
-        remote_vfd();
+        hdf5_driver();
     }
     jpeg_shim();
 }
@@ -103,8 +103,7 @@ fn main() {
 /// against the headers of the libjpeg-turbo that turbojpeg-sys builds and links.
 fn jpeg_shim() {
     println!("cargo:rerun-if-changed=src/codec/image/jpeg_shim.c");
-    let include =
-        std::env::var("DEP_TURBOJPEG_INCLUDE").expect("DEP_TURBOJPEG_INCLUDE is not set");
+    let include = std::env::var("DEP_TURBOJPEG_INCLUDE").expect("DEP_TURBOJPEG_INCLUDE is not set");
     cc::Build::new()
         .file("src/codec/image/jpeg_shim.c")
         .includes(include.split(','))
@@ -113,17 +112,17 @@ fn jpeg_shim() {
         .compile("packread_jpeg");
 }
 
-/// The file driver libhdf5 reads remote files through (src/formats/hdf5/remote_vfd.c), built
-/// against the headers of the libhdf5 that hdf5-sys builds and links.
-fn remote_vfd() {
-    println!("cargo:rerun-if-changed=src/formats/hdf5/remote_vfd.c");
+/// The file driver libhdf5 reads every file through (src/formats/hdf5/driver.c), built against
+/// the headers of the libhdf5 that hdf5-sys builds and links.
+fn hdf5_driver() {
+    println!("cargo:rerun-if-changed=src/formats/hdf5/driver.c");
     let include = std::env::var("DEP_HDF5_INCLUDE").expect("DEP_HDF5_INCLUDE is not set");
     cc::Build::new()
-        .file("src/formats/hdf5/remote_vfd.c")
+        .file("src/formats/hdf5/driver.c")
         .include(include)
         .warnings(true)
         .opt_level(2)
-        .compile("packread_remote_vfd");
+        .compile("packread_hdf5_driver");
 }
 
 /// c-blosc2's source tree inside the `blosc2-src` package.

@@ -376,11 +376,31 @@ fn check_parts_agree(whole: &dyn Index, part: &dyn Index, arrays: &[usize]) -> R
     Ok(())
 }
 
+/// Runs the plans of a batch's parts as one (see [`execute_plans`]), then checks that no file
+/// read changed meanwhile ([`Source::verify`]).
+fn run_plans(planned: Vec<Planned<'_>>, arrays: &[usize], outs: &mut [&mut [u8]]) -> Result<()> {
+    let indexes: Vec<&dyn Index> = planned.iter().map(|p| p.index).collect();
+    let result = execute_plans(planned, arrays, outs);
+    verified(indexes.iter().map(|i| i.source()), result)
+}
+
+/// `result`, unless a file the batch read changed under it: then that error, which is the
+/// cause of any other (bytes of another file read against this one's metadata).
+fn verified<'a>(
+    sources: impl IntoIterator<Item = &'a dyn Source>,
+    result: Result<()>,
+) -> Result<()> {
+    for source in sources {
+        source.verify()?;
+    }
+    result
+}
+
 /// Runs the plans of a batch's parts as one: each part's extents, copies and scratch buffers
 /// moved to its rows' places (parts in place are left as planned), its files renumbered when
 /// there are several sources, everything executed together, then each part's index keeps
 /// and fills its own.
-fn run_plans(
+fn execute_plans(
     mut planned: Vec<Planned<'_>>,
     arrays: &[usize],
     outs: &mut [&mut [u8]],
@@ -531,8 +551,9 @@ pub fn run_extents(
     threads: Option<usize>,
     locate: impl Fn(usize, Error) -> Error,
 ) -> Result<()> {
-    pool::install_sized(threads, work, || {
+    let result = pool::install_sized(threads, work, || {
         exec::execute(source, extents, outs, faults)
     })
-    .map_err(|f| locate(f.extent, f.error))
+    .map_err(|f| locate(f.extent, f.error));
+    verified([source], result)
 }

@@ -36,6 +36,13 @@ pub trait Source: Sync {
             })
             .collect()
     }
+    /// Checks that the files are still those the reader opened, once a batch has read all it
+    /// reads: a file rewritten in place (same inode, same length) would otherwise give
+    /// another file's bytes against this one's metadata. `Ok` where nothing can change
+    /// (memory) or every read checks already (files opened per read, object storage).
+    fn verify(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// How a [`Source`] wants reads merged.
@@ -184,29 +191,36 @@ pub fn read_stamped(
     let name = || path.display().to_string();
     let f = open_regular(path).map_err(|e| match e.kind() {
         // It was a regular file when the reader opened it.
-        ErrorKind::Io if e.io_kind().is_none() => Error::new(
-            ErrorKind::Changed,
-            name(),
-            "file changed since the reader opened it (it is no longer a regular file); open a new reader",
-        ),
+        ErrorKind::Io if e.io_kind().is_none() => changed(name(), "it is no longer a regular file"),
         _ => e,
     })?;
     let meta = f.metadata().map_err(|e| Error::io(name(), e))?;
-    if !meta.is_file() || FileStamp::of(&meta) != was {
-        let how = if !meta.is_file() {
-            "it is no longer a regular file".to_string()
-        } else if meta.len() != was.len {
-            format!("it was {} bytes, now {}", was.len, meta.len())
-        } else {
-            "it was replaced or rewritten".to_string()
-        };
-        return Err(Error::new(
-            ErrorKind::Changed,
-            name(),
-            format!("file changed since the reader opened it ({how}); open a new reader"),
-        ));
-    }
+    check_stamp(&name(), was, &meta)?;
     read_exact_at(&f, offset, buf).map_err(|e| Error::io(name(), e))
+}
+
+/// `Ok` if the file `meta` describes is still the one stamped `was`, else the `Changed`
+/// error saying how it changed.
+fn check_stamp(name: &str, was: FileStamp, meta: &Metadata) -> Result<()> {
+    if meta.is_file() && FileStamp::of(meta) == was {
+        return Ok(());
+    }
+    let how = if !meta.is_file() {
+        "it is no longer a regular file".to_string()
+    } else if meta.len() != was.len {
+        format!("it was {} bytes, now {}", was.len, meta.len())
+    } else {
+        "it was replaced or rewritten".to_string()
+    };
+    Err(changed(name.to_string(), &how))
+}
+
+fn changed(name: String, how: &str) -> Error {
+    Error::new(
+        ErrorKind::Changed,
+        name,
+        format!("file changed since the reader opened it ({how}); open a new reader"),
+    )
 }
 
 /// `pread` until `buf` is full; running into the end of the file is `UnexpectedEof`.
@@ -273,17 +287,6 @@ impl SharedFile {
     pub fn stamp(&self) -> FileStamp {
         self.stamp
     }
-
-    /// A name libhdf5 can open this same file by: the path when it is UTF-8 (libhdf5 takes
-    /// C strings through the `hdf5` crate, which wants `str`), else this descriptor's
-    /// `/proc/self/fd` entry.
-    pub fn library_path(&self) -> PathBuf {
-        if self.path.to_str().is_some() {
-            self.path.clone()
-        } else {
-            PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
-        }
-    }
 }
 
 impl Source for SharedFile {
@@ -305,6 +308,16 @@ impl Source for SharedFile {
 
     fn name(&self, _file: u32) -> String {
         self.path.display().to_string()
+    }
+
+    /// The open descriptor's file against its stamp: rewritten in place since (a new
+    /// modification time, or length) is `Changed`.
+    fn verify(&self) -> Result<()> {
+        let meta = self
+            .file
+            .metadata()
+            .map_err(|e| Error::io(self.name(0), e))?;
+        check_stamp(&self.name(0), self.stamp, &meta)
     }
 }
 
@@ -363,6 +376,13 @@ impl Source for FileSource {
         match self {
             FileSource::Local(f) => f.read_ranges(ranges),
             FileSource::Remote(r) => r.read_ranges(ranges),
+        }
+    }
+
+    fn verify(&self) -> Result<()> {
+        match self {
+            FileSource::Local(f) => f.verify(),
+            FileSource::Remote(r) => r.verify(),
         }
     }
 }

@@ -101,9 +101,12 @@ pub(super) fn with_library<T>(location: &str, f: impl FnOnce() -> Result<T>) -> 
 pub(super) struct LibraryHandle {
     pub(super) file: ManuallyDrop<hdf5_metno::File>,
     pub(super) image: ManuallyDrop<Option<Box<memory::Image>>>,
-    /// A remote file's object, which libhdf5's driver reads through: dropped after the file
-    /// is closed (fields drop after `drop`).
-    pub(super) _remote: Option<std::sync::Arc<crate::remote::RemoteFile>>,
+    /// What libhdf5's driver reads the file through (its local file or object) and the name
+    /// it opened it by: dropped after the file is closed (fields drop after `drop`).
+    pub(super) _driver: (
+        Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
+        Option<super::driver::DriverName>,
+    ),
     pub(super) pid: u32,
 }
 

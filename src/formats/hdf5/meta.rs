@@ -230,6 +230,9 @@ pub(super) struct FileFacts {
     /// Bytes of a file address and of a length (the superblock's "sizes").
     pub sizeof_addr: usize,
     pub sizeof_size: usize,
+    /// libhdf5's number of the open file: a dataset of another number is in another file
+    /// (reached through an external link), whose addresses are not this file's.
+    pub fileno: std::ffi::c_ulong,
 }
 
 /// Reads the file-wide facts: PyTables marks the files it writes with a root attribute; the
@@ -268,10 +271,15 @@ pub(super) unsafe fn file_facts(file: hid_t, location: &str) -> Result<FileFacts
                 "cannot read the file's address and length sizes",
             ));
         }
+        let mut fileno = 0;
+        if hdf5_sys::h5f::H5Fget_fileno(file, &mut fileno) < 0 {
+            return Err(h5err(location, "cannot read the file's number"));
+        }
         Ok(FileFacts {
             conv,
             sizeof_addr: sa,
             sizeof_size: ss,
+            fileno,
         })
     }
 }
@@ -336,7 +344,19 @@ pub(super) unsafe fn dataset_meta(
         } else {
             fill_value(dcpl.0, ftype.0, itemsize, &at)?
         };
+        let own_file = id(
+            hdf5_sys::h5i::H5Iget_file_id(ds),
+            hdf5_sys::h5f::H5Fclose,
+            &at,
+            "the dataset's file",
+        )?;
+        let mut fileno = 0;
+        if hdf5_sys::h5f::H5Fget_fileno(own_file.0, &mut fileno) < 0 {
+            return Err(h5err(&at, "cannot read the dataset's file number"));
+        }
         let layout = match H5Pget_layout(dcpl.0) {
+            // Its chunks are at addresses of another file, which batches do not read.
+            _ if fileno != facts.fileno => Layout::Other("a dataset in another file".into()),
             _ if H5Pget_external_count(dcpl.0) > 0 => Layout::Other("external storage".into()),
             H5D_layout_t::H5D_CONTIGUOUS => {
                 let mut status = H5D_space_status_t::H5D_SPACE_STATUS_ERROR;

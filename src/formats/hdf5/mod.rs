@@ -5,13 +5,13 @@
 
 mod attrs;
 mod cache;
+mod driver;
 mod filters;
 mod handle;
 mod library;
 mod memory;
 mod meta;
 mod plan;
-mod remote;
 mod select;
 mod types;
 mod vlen;
@@ -169,7 +169,7 @@ impl Hdf5Dataset {
 
 /// Where a file's bytes are read from.
 enum Backing {
-    File(SharedFile),
+    File(Arc<SharedFile>),
     Memory(MemoryFile),
     Remote(Arc<RemoteFile>),
 }
@@ -213,6 +213,14 @@ impl Source for Backing {
             Backing::File(f) => f.read_ranges(ranges),
             Backing::Memory(m) => m.read_ranges(ranges),
             Backing::Remote(r) => r.read_ranges(ranges),
+        }
+    }
+
+    fn verify(&self) -> Result<()> {
+        match self {
+            Backing::File(f) => f.verify(),
+            Backing::Memory(m) => m.verify(),
+            Backing::Remote(r) => r.verify(),
         }
     }
 }
@@ -298,7 +306,7 @@ impl Hdf5File {
         let (location, source) = match input {
             Input::Path(path) => (
                 path.display().to_string(),
-                Backing::File(SharedFile::open(path)?),
+                Backing::File(Arc::new(SharedFile::open(path)?)),
             ),
             Input::Memory { name, bytes } => {
                 (name.clone(), Backing::Memory(MemoryFile { name, bytes }))
@@ -311,31 +319,29 @@ impl Hdf5File {
             _ => None,
         };
         let (h5, image, metas, unreadable) = with_library(&location, || {
-            let (h5, image) = match &source {
-                Backing::File(f) => (
-                    hdf5_metno::File::open(f.library_path())
-                        .map_err(|e| h5err(&location, format!("cannot open as HDF5: {e}")))?,
-                    None,
-                ),
+            // Local files and objects are opened through packread's own driver (driver.c
+            // says why); a file in memory as an image libhdf5 reads in place.
+            let (id, image, name) = match &source {
+                // SAFETY (both): HDF5 lock held; the LibraryHandle keeps the file, and the
+                // name, alive until after libhdf5's file is closed.
+                Backing::File(f) => {
+                    let (id, name) = unsafe { driver::open(&location, &location, &**f)? };
+                    (id, None, Some(name))
+                }
+                Backing::Remote(r) => {
+                    let (id, name) = unsafe { driver::open(&location, &location, &**r)? };
+                    (id, None, Some(name))
+                }
                 Backing::Memory(m) => {
                     // SAFETY: HDF5 lock held; the image is kept in the LibraryHandle, which
                     // closes the file before dropping it.
                     let (id, image) = unsafe { memory::open_image(&location, m.bytes.clone())? };
-                    // SAFETY: a file id just opened, owned by the new handle.
-                    let file = unsafe { hdf5_metno::from_id::<hdf5_metno::File>(id) }
-                        .map_err(|e| h5err(&location, format!("cannot open as HDF5: {e}")))?;
-                    (file, Some(image))
-                }
-                Backing::Remote(r) => {
-                    // SAFETY: HDF5 lock held; the LibraryHandle keeps `r` alive until after
-                    // the file is closed.
-                    let id = unsafe { remote::open(&location, r)? };
-                    // SAFETY: a file id just opened, owned by the new handle.
-                    let file = unsafe { hdf5_metno::from_id::<hdf5_metno::File>(id) }
-                        .map_err(|e| h5err(&location, format!("cannot open as HDF5: {e}")))?;
-                    (file, None)
+                    (id, Some(image), None)
                 }
             };
+            // SAFETY: a file id just opened, owned by the new handle.
+            let h5 = unsafe { hdf5_metno::from_id::<hdf5_metno::File>(id) }
+                .map_err(|e| h5err(&location, format!("cannot open as HDF5: {e}")))?;
             // SAFETY: open file id, HDF5 lock held.
             let found = unsafe { meta::dataset_names(h5.id(), &location)? };
             let all: Vec<String> = found.iter().map(|(n, _)| n.clone()).collect();
@@ -382,8 +388,9 @@ impl Hdf5File {
                     });
                 metas.push(meta?);
             }
-            Ok((h5, image, metas, unreadable))
+            Ok((h5, (image, name), metas, unreadable))
         })?;
+        let (image, name) = image;
         let (datasets, samples, mut skipped) = select(metas, &selection, &location)?;
         skipped.extend(unreadable);
         let arrays = datasets
@@ -394,16 +401,17 @@ impl Hdf5File {
                 shape: d.sample_shape().to_vec(),
             })
             .collect();
-        let remote = match &source {
+        let read_by_driver: Option<Arc<dyn std::any::Any + Send + Sync>> = match &source {
+            Backing::File(f) => Some(f.clone()),
             Backing::Remote(r) => Some(r.clone()),
-            _ => None,
+            Backing::Memory(_) => None,
         };
         Ok(Hdf5File {
             source,
             h5: LibraryHandle {
                 file: ManuallyDrop::new(h5),
                 image: ManuallyDrop::new(image),
-                _remote: remote,
+                _driver: (read_by_driver, name),
                 pid: std::process::id(),
             },
             location,
