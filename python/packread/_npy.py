@@ -84,7 +84,7 @@ class NpyReader(ArrayReader):
         index_cache: bool | str | os.PathLike[str] = True,
         cache_dir: str | os.PathLike[str] | None = None,
         cache_dir_bytes: int = DEFAULT_CACHE_DIR_BYTES,
-        _stamps: list[tuple[int, str | None]] | None = None,
+        _stamps: list[tuple[int, str | None, int | None]] | None = None,
     ) -> None:
         self._options = {
             "max_header_size": max_header_size,

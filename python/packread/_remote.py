@@ -147,9 +147,10 @@ def restore_remote(
     cache_dir: str | os.PathLike[str] | None = None,
     cache_dir_bytes: int = DEFAULT_CACHE_DIR_BYTES,
 ) -> Any:
-    """The object at ``url`` as opened before, ``stamp`` being its ``(size, etag)``: no
-    request until a read, and every read checks the object is still that one."""
-    size, etag = stamp
+    """The object at ``url`` as opened before, ``stamp`` being its ``(size, etag, modified)``
+    (:func:`stamp_of`): no request until a read, and every read checks the object is still
+    that one."""
+    size, etag, modified = stamp
     return _packread.RemoteObject.restore(
         url,
         option_pairs(storage_options),
@@ -157,7 +158,15 @@ def restore_remote(
         etag,
         cache_dir_of(index_cache),
         data_cache_of(cache_dir, cache_dir_bytes),
+        modified,
     )
+
+
+def stamp_of(obj: Any) -> list[Any]:
+    """What identifies an opened object's content: ``[size, etag, modified]`` (its ETag and
+    Last-Modified time, ``None`` where the server gives none), as :func:`restore_remote`
+    takes it."""
+    return [obj.size, obj.etag, obj.modified]
 
 
 def remote_glob(pattern: str, storage_options: Mapping[str, Any] | None) -> list[str]:
@@ -215,8 +224,9 @@ def _restore(
     etag: str | None,
     cache: str | None,
     data: tuple[str, int] | None = None,
+    modified: int | None = None,
 ) -> Any:
-    return _packread.RemoteObject.restore(url, options, size, etag, cache, data)
+    return _packread.RemoteObject.restore(url, options, size, etag, cache, data, modified)
 
 
 def _reduce(obj: Any) -> tuple[Any, ...]:
@@ -230,6 +240,7 @@ def _reduce(obj: Any) -> tuple[Any, ...]:
             obj.etag,
             None if cache is None else os.fspath(cache),
             None if data is None else (os.fspath(data[0]), int(data[1])),
+            obj.modified,
         ),
     )
 

@@ -28,6 +28,7 @@ from ._remote import (
     is_url,
     remote_glob,
     restore_remote,
+    stamp_of,
     url_has_glob,
 )
 from .errors import (
@@ -202,8 +203,9 @@ def _check_shard(
 
 
 def shard_source(path: str, remote: dict[str, Any], options: dict[str, Any]) -> Any:
-    """What a shard's reader opens: its path, or, for an object counted before (its size and
-    ETag in ``remote``), the object as it was then, so that a replaced one is an error."""
+    """What a shard's reader opens: its path, or, for an object counted before (its size, ETag
+    and Last-Modified time in ``remote``), the object as it was then, so that a replaced one is
+    an error."""
     stamp = remote.get(path)
     if stamp is None:
         return path
@@ -335,7 +337,7 @@ class ShardedReader(ArrayReader):
         for k in range(len(self._paths)):
             one = self._open_one(k)
             if one.remote is not None:
-                remote[self._paths[k]] = [one.remote.size, one.remote.etag]
+                remote[self._paths[k]] = stamp_of(one.remote)
             lengths.append(len(one.reader))
             if lengths[k] == 0:
                 continue

@@ -94,8 +94,9 @@ fn open_npy(
 }
 
 /// Many same-shape `.npy` objects (URLs, one sample each) as a batch reader: opened together
-/// (each by one request for its head, many in flight), or with `stamps` (`(size, etag)` of
-/// each, from a reader pickled after opening) without a request. Also returns the stamps.
+/// (each by one request for its head, many in flight), or with `stamps` (`(size, etag,
+/// modified)` of each, from a reader pickled after opening) without a request. Also returns
+/// the stamps.
 #[pyfunction]
 #[pyo3(signature = (urls, options, cache_dir, stamps, max_header_size = npy::DEFAULT_MAX_HEADER_BYTES, num_threads = None, data_cache = None))]
 // The stamps' type is as Python gives and takes them; the arguments are the reader's options.
@@ -105,11 +106,11 @@ fn open_npy_remote(
     urls: Vec<String>,
     options: Vec<(String, String)>,
     cache_dir: Option<PathBuf>,
-    stamps: Option<Vec<(u64, Option<String>)>>,
+    stamps: Option<Vec<(u64, Option<String>, Option<i64>)>>,
     max_header_size: usize,
     num_threads: Option<usize>,
     data_cache: Option<(PathBuf, u64)>,
-) -> PyResult<(Reader, Vec<(u64, Option<String>)>)> {
+) -> PyResult<(Reader, Vec<(u64, Option<String>, Option<i64>)>)> {
     use crate::remote::{open_many, Caches, FirstRead, ObjectStamp, StoreOptions};
     let caches = Caches {
         index: cache_dir,
@@ -118,7 +119,11 @@ fn open_npy_remote(
     let limits = limits(max_header_size);
     let stamps = stamps.map(|s| {
         s.into_iter()
-            .map(|(len, etag)| ObjectStamp { len, etag })
+            .map(|(len, etag, modified)| ObjectStamp {
+                len,
+                etag,
+                modified,
+            })
             .collect()
     });
     let (index, stamps) = super::remote::interruptible(py, move || {
@@ -131,7 +136,7 @@ fn open_npy_remote(
         )?;
         let stamps = files
             .iter()
-            .map(|f| (f.len(), f.stamp().etag.clone()))
+            .map(|f| (f.len(), f.stamp().etag.clone(), f.stamp().modified))
             .collect();
         let files = files.into_iter().map(Arc::new).collect();
         Ok::<_, crate::error::Error>((NpyIndex::open_remote(files, &limits, num_threads)?, stamps))

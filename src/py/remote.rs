@@ -132,13 +132,15 @@ impl RemoteObject {
         })
     }
 
-    /// The object as opened before (`size`, `etag`): no request until a read.
+    /// The object as opened before (`size`, `etag`, `modified`: its Last-Modified time in
+    /// seconds): no request until a read.
     ///
     /// >>> from packread._packread import RemoteObject
     /// >>> RemoteObject.restore("s3://b/k.zip", [], 1024, '"e"', None).size
     /// 1024
     #[staticmethod]
-    #[pyo3(signature = (url, options, size, etag, cache_dir, data_cache = None))]
+    #[pyo3(signature = (url, options, size, etag, cache_dir, data_cache = None, modified = None))]
+    #[allow(clippy::too_many_arguments)] // the stamp's parts and the caches, as pickled
     fn restore(
         py: Python<'_>,
         url: String,
@@ -147,8 +149,13 @@ impl RemoteObject {
         etag: Option<String>,
         cache_dir: Option<PathBuf>,
         data_cache: Option<(PathBuf, u64)>,
+        modified: Option<i64>,
     ) -> PyResult<Self> {
-        let stamp = ObjectStamp { len: size, etag };
+        let stamp = ObjectStamp {
+            len: size,
+            etag,
+            modified,
+        };
         let caches = Caches {
             index: cache_dir,
             data: data_cache,
@@ -175,6 +182,13 @@ impl RemoteObject {
     #[getter]
     fn etag(&self) -> Option<String> {
         self.file.stamp().etag.clone()
+    }
+
+    /// The Last-Modified time when opened, in seconds since 1970 (`None` if the server gives
+    /// none).
+    #[getter]
+    fn modified(&self) -> Option<i64> {
+        self.file.stamp().modified
     }
 
     /// `(requests, bytes)` fetched so far through this object.

@@ -1,6 +1,7 @@
 //! The optional on-disk cache of fetched data (`cache_dir=`): an object's bytes in blocks of
 //! [`BLOCK`], one file a block under `<cache_dir>/blocks/<object key>/`, the key a hash of
-//! the URL, size and ETag (so a replaced object never reads another's blocks). Repeated
+//! the URL, size, ETag and Last-Modified time (so a replaced object never reads another's
+//! blocks; an object with neither validator is not cached). Repeated
 //! epochs on one node then read the blocks from local disk. The folder is bounded by
 //! `max_bytes`: when a write takes it past the bound, the least recently used blocks (oldest
 //! modification time; a hit touches its block) are removed until it is 90 % full. Several
@@ -61,11 +62,7 @@ impl BlockCache {
 
     /// The blocks of the object at `url` as `stamp` describes it.
     pub fn object(self: &Arc<Self>, url: &str, stamp: &ObjectStamp) -> ObjectBlocks {
-        let key = format!(
-            "{url}\n{}\n{}\n",
-            stamp.len,
-            stamp.etag.as_deref().unwrap_or("-")
-        );
+        let key = stamp.cache_key(url);
         ObjectBlocks {
             cache: self.clone(),
             dir: self.dir.join(format!(
@@ -228,6 +225,7 @@ mod tests {
         ObjectStamp {
             len,
             etag: Some("\"e\"".into()),
+            modified: None,
         }
     }
 
@@ -249,6 +247,7 @@ mod tests {
             &ObjectStamp {
                 len: 10 * BLOCK,
                 etag: Some("\"f\"".into()),
+                modified: None,
             },
         );
         assert!(other.get(4).is_none());

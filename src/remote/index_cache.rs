@@ -1,9 +1,11 @@
 //! The on-disk index cache: the metadata ranges an open of a remote object read (ZIP end
 //! records and directory, NPY headers, libhdf5's superblock, object headers and chunk-index
 //! nodes), kept in one file per object under `<cache dir>/index/`, named by a hash of the key
-//! and holding the key itself: the URL, the size and the ETag. The next open of that same
-//! object replays the ranges from disk and makes no metadata request; an object with a new
-//! ETag or size has another key, so its old entry is never read for it. Entries are written
+//! and holding the key itself: the URL, the size, the ETag and the Last-Modified time
+//! (`ObjectStamp::cache_key`). The next open of that same object replays the ranges from disk
+//! and makes no metadata request; an object with a new size, ETag or Last-Modified time has
+//! another key, so its old entry is never read for it (and an object the server gives neither
+//! validator for is not cached at all). Entries are written
 //! whole to a temporary file and renamed into place, so a reader never sees half of one.
 
 use std::io::Write;
@@ -50,12 +52,7 @@ impl IndexCache {
     /// The entry for `url` as `stamp` describes it, under `dir` (loaded if it is there and
     /// intact; empty otherwise).
     pub fn load(dir: &Path, url: &str, stamp: &ObjectStamp) -> IndexCache {
-        let key = format!(
-            "{url}\n{}\n{}\n",
-            stamp.len,
-            stamp.etag.as_deref().unwrap_or("-")
-        )
-        .into_bytes();
+        let key = stamp.cache_key(url).into_bytes();
         let path = dir
             .join("index")
             .join(format!("{:016x}.pridx", fnv1a(&key)));
@@ -259,6 +256,7 @@ mod tests {
         ObjectStamp {
             len: 1000,
             etag: Some(etag.into()),
+            modified: None,
         }
     }
 

@@ -10,9 +10,11 @@
 //! so the next open of the same object (every DataLoader worker among them) makes no
 //! metadata request.
 //!
-//! Every request names the ETag the object had when it was opened (`If-Match`) and its
-//! answer is checked against it and the size: an object replaced while it is read is an
-//! error, never a mix of old and new bytes.
+//! Every request names the object as it was when opened (`If-Match` with its strong ETag, else
+//! `If-Unmodified-Since` with its Last-Modified time) and every answer is checked against its
+//! size, ETag and Last-Modified time: an object replaced while it is read is an error, never
+//! a mix of old and new bytes. What a server that sends neither validator cannot tell apart (a
+//! replacement of the same size) is said in docs/remote.md; such objects are never cached.
 
 pub mod block_cache;
 pub(crate) mod errors;
@@ -25,6 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
+use chrono::{DateTime, Utc};
 use object_store::{GetOptions, GetRange, ObjectMeta};
 
 use crate::batch::source::{Coalesce, Source};
@@ -71,16 +74,85 @@ pub struct Caches {
 pub struct ObjectStamp {
     /// Length in bytes.
     pub len: u64,
-    /// The ETag, when the server gives one.
+    /// The ETag, when the server gives one (weak ones keep their `W/`).
     pub etag: Option<String>,
+    /// The Last-Modified time in seconds since 1970, when the server gives one.
+    pub modified: Option<i64>,
+}
+
+/// An ETag without its weak marker: two tags name the same object when these agree (RFC 9110
+/// 8.8.3.2, weak comparison).
+fn opaque(tag: &str) -> &str {
+    tag.strip_prefix("W/").unwrap_or(tag)
+}
+
+/// What a request asks the server to check before it answers.
+#[derive(Debug, Clone, Default)]
+struct Precondition {
+    if_match: Option<String>,
+    if_unmodified_since: Option<DateTime<Utc>>,
 }
 
 impl ObjectStamp {
     fn of(meta: &ObjectMeta) -> ObjectStamp {
+        // object_store gives the epoch for an answer without Last-Modified.
+        let modified = Some(meta.last_modified.timestamp()).filter(|&t| t != 0);
         ObjectStamp {
             len: meta.size,
             etag: meta.e_tag.clone(),
+            modified,
         }
+    }
+
+    /// Whether the server gave anything that changes when the object does (an ETag or a
+    /// Last-Modified time). Without either, a replacement of the same size cannot be told
+    /// apart, so nothing of such an object is cached on disk.
+    pub fn validated(&self) -> bool {
+        self.etag.is_some() || self.modified.is_some()
+    }
+
+    /// The key the on-disk caches keep this object's entries under: another size, ETag or
+    /// Last-Modified time is another object.
+    pub fn cache_key(&self, url: &str) -> String {
+        let modified = self.modified.map_or("-".to_string(), |t| t.to_string());
+        format!(
+            "{url}\n{}\n{}\n{modified}\n",
+            self.len,
+            self.etag.as_deref().unwrap_or("-")
+        )
+    }
+
+    /// The request's precondition: `If-Match` with a strong ETag (a weak one never matches
+    /// it, RFC 9110 13.1.1, so a strict server would refuse every read); without one,
+    /// `If-Unmodified-Since` with the Last-Modified time.
+    fn precondition(&self) -> Precondition {
+        let if_match = self.etag.clone().filter(|e| !e.starts_with("W/"));
+        let if_unmodified_since = match if_match {
+            Some(_) => None,
+            None => self.modified.and_then(|t| DateTime::from_timestamp(t, 0)),
+        };
+        Precondition {
+            if_match,
+            if_unmodified_since,
+        }
+    }
+
+    /// How `now` (what an answer says of the object) shows it is another object, if it does.
+    fn changed_to(&self, now: &ObjectStamp) -> Option<String> {
+        if now.len != self.len {
+            return Some(format!("it was {} bytes, now {}", self.len, now.len));
+        }
+        if let (Some(was), Some(is)) = (&self.etag, &now.etag) {
+            if opaque(was) != opaque(is) {
+                return Some("its ETag changed".into());
+            }
+        }
+        if let (Some(was), Some(is)) = (self.modified, now.modified) {
+            if was != is {
+                return Some("its Last-Modified time changed".into());
+            }
+        }
+        None
     }
 }
 
@@ -141,7 +213,7 @@ impl RemoteFile {
     ) -> Result<RemoteFile> {
         let located = Arc::new(locate_object(url, &options)?);
         let fetched = Arc::new(Fetched::default());
-        let (meta, at, bytes) = get(&located, url, first.range(), None, &fetched)?;
+        let (meta, at, bytes) = get(&located, url, first.range(), &fetched)?;
         let stamp = ObjectStamp::of(&meta);
         let file = RemoteFile::with_stamp(url, options, stamp, caches, fetched);
         if !bytes.is_empty() {
@@ -176,13 +248,18 @@ impl RemoteFile {
         caches: &Caches,
         fetched: Arc<Fetched>,
     ) -> RemoteFile {
+        // An object the server gives no validator for is never cached: a replacement of the
+        // same size would read another object's entries.
+        let cached = stamp.validated();
         let index = caches
             .index
             .as_deref()
+            .filter(|_| cached)
             .map(|dir| IndexCache::load(dir, url, &stamp));
         let data = caches
             .data
             .as_ref()
+            .filter(|_| cached)
             .map(|(dir, bytes)| BlockCache::open(dir, *bytes).object(url, &stamp));
         RemoteFile {
             data,
@@ -309,15 +386,8 @@ impl RemoteFile {
     }
 
     fn check_answer(&self, meta: &ObjectMeta, got: u64, want: u64) -> Result<()> {
-        let now = ObjectStamp::of(meta);
-        if now.len != self.stamp.len {
-            return Err(changed(
-                &self.url,
-                &format!("it was {} bytes, now {}", self.stamp.len, now.len),
-            ));
-        }
-        if self.stamp.etag.is_some() && now.etag.is_some() && now.etag != self.stamp.etag {
-            return Err(changed(&self.url, "its ETag changed"));
+        if let Some(how) = self.stamp.changed_to(&ObjectStamp::of(meta)) {
+            return Err(changed(&self.url, &how));
         }
         if got != want {
             return Err(Error::new(
@@ -405,30 +475,32 @@ fn locate_object(url: &str, options: &StoreOptions) -> Result<Located> {
     Ok(located)
 }
 
-/// One GET of `range` of `url` (with `If-Match: etag` when given): the object's metadata as
-/// the answer tells it, where the bytes start, and the bytes.
+/// One GET of `range` of `url` (with no precondition: the first request of an open): the
+/// object's metadata as the answer tells it, where the bytes start, and the bytes.
 fn get(
     located: &Arc<Located>,
     url: &str,
     range: GetRange,
-    etag: Option<String>,
     fetched: &Arc<Fetched>,
 ) -> Result<(ObjectMeta, u64, Bytes)> {
     let located = located.clone();
     let url = url.to_string();
     let fetched = fetched.clone();
-    runtime::block_on(async move { fetch_async(&located, &url, range, etag, &fetched).await })
+    runtime::block_on(async move {
+        fetch_async(&located, &url, range, Precondition::default(), &fetched).await
+    })
 }
 
 async fn fetch_async(
     located: &Located,
     url: &str,
     range: GetRange,
-    etag: Option<String>,
+    precondition: Precondition,
     fetched: &Fetched,
 ) -> Result<(ObjectMeta, u64, Bytes)> {
     let options = GetOptions {
-        if_match: etag,
+        if_match: precondition.if_match,
+        if_unmodified_since: precondition.if_unmodified_since,
         range: Some(range),
         ..GetOptions::default()
     };
@@ -470,13 +542,13 @@ impl Source for RemoteFile {
     }
 }
 
-/// A request ready to go: the range's place, its object's client, URL, ETag and counters, and
-/// the range.
+/// A request ready to go: the range's place, its object's client, URL, precondition and
+/// counters, and the range.
 type Request = (
     usize,
     Arc<Located>,
     String,
-    Option<String>,
+    Precondition,
     Arc<Fetched>,
     Range<u64>,
 );
@@ -513,7 +585,7 @@ fn fetch_all<'a>(items: impl Iterator<Item = (&'a RemoteFile, u64, usize)>) -> V
                 k,
                 client,
                 file.url.clone(),
-                file.stamp.etag.clone(),
+                file.stamp.precondition(),
                 file.fetched.clone(),
                 r,
             ))))
@@ -534,9 +606,10 @@ fn fetch_all<'a>(items: impl Iterator<Item = (&'a RemoteFile, u64, usize)>) -> V
     let answers = runtime::block_on(async move {
         use futures::StreamExt;
         Ok(futures::stream::iter(wanted)
-            .map(|(k, client, url, etag, fetched, r)| async move {
+            .map(|(k, client, url, condition, fetched, r)| async move {
                 let want = r.end - r.start;
-                let got = fetch_async(&client, &url, GetRange::Bounded(r), etag, &fetched).await;
+                let got =
+                    fetch_async(&client, &url, GetRange::Bounded(r), condition, &fetched).await;
                 (k, want, got)
             })
             .buffer_unordered(IN_FLIGHT)
@@ -641,7 +714,7 @@ pub fn open_many(
                 let range = range.clone();
                 async move {
                     let fetched = Arc::new(Fetched::default());
-                    let got = fetch_async(&l, &u, range, None, &fetched).await;
+                    let got = fetch_async(&l, &u, range, Precondition::default(), &fetched).await;
                     (k, fetched, got)
                 }
             })

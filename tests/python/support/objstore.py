@@ -601,3 +601,116 @@ class FaultProxy:
                 link.close()
                 with self._lock:
                     self._links.discard(link)
+
+
+# --------------------------------------------------------------------------------------------
+# HTTP with chosen validators: a small server of our own
+# --------------------------------------------------------------------------------------------
+
+
+class VersionedHttp:
+    """An HTTP/1.1 object server on 127.0.0.1 whose validators are chosen (see
+    ``versioned_http``): objects are ``put(path, data)`` and replaced by ``put`` again (same
+    size or not), each version stamped with a Last-Modified time ten seconds after the last.
+    ``requests`` records each request's preconditions (``If-Match``, ``If-Unmodified-Since``).
+    nginx cannot send no ETag with a Last-Modified time or a weak ETag for a plain file, and
+    Python's ``http.server`` ignores ranges: hence this one."""
+
+    def __init__(self, etag: str, last_modified: bool, strict: bool):
+        import email.utils
+        import hashlib
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        assert etag in ("strong", "weak", "none")
+        self.objects: dict[str, tuple[bytes, int, float]] = {}
+        self.requests: list[dict[str, str | None]] = []
+        self._lock = threading.Lock()
+        self._version = 0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _answer(self, code: int, headers: dict[str, str], body: bytes = b"") -> None:
+                self.send_response(code)
+                for k, v in {**headers, "Content-Length": str(len(body))}.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            def do_HEAD(self):
+                self.do_GET()
+
+            def do_GET(self):
+                with server._lock:
+                    got = server.objects.get(self.path.split("?", 1)[0])
+                    server.requests.append(
+                        {k: self.headers.get(k) for k in ("If-Match", "If-Unmodified-Since")}
+                    )
+                if got is None:
+                    return self._answer(404, {})
+                data, version, mtime = got
+                headers = {"Accept-Ranges": "bytes"}
+                tag = f'"{hashlib.sha1(data).hexdigest()[:12]}-{version}"'
+                if etag != "none":
+                    headers["ETag"] = ("W/" if etag == "weak" else "") + tag
+                if last_modified:
+                    headers["Last-Modified"] = email.utils.formatdate(mtime, usegmt=True)
+                if strict:
+                    wanted = self.headers.get("If-Match")
+                    # RFC 9110 13.1.1: a strong comparison, which a weak tag never passes.
+                    if wanted and (etag != "strong" or tag not in wanted.split(", ")):
+                        return self._answer(412, headers)
+                    since = self.headers.get("If-Unmodified-Since")
+                    if since and last_modified:
+                        limit = email.utils.parsedate_to_datetime(since).timestamp()
+                        if mtime > limit:
+                            return self._answer(412, headers)
+                spec = self.headers.get("Range", "")
+                if not spec.startswith("bytes="):
+                    return self._answer(200, headers, data)
+                first, _, last = spec[6:].partition("-")
+                n = len(data)
+                start, end = (n - int(last), n - 1) if first == "" else (int(first), int(last or n - 1))
+                start, end = max(0, start), min(end, n - 1)
+                if start > end:
+                    return self._answer(416, {**headers, "Content-Range": f"bytes */{n}"})
+                headers["Content-Range"] = f"bytes {start}-{end}/{n}"
+                return self._answer(206, headers, data[start : end + 1])
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+        self._httpd = Server((LOOPBACK, 0), Handler)
+        self.base = f"http://{LOOPBACK}:{self._httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+
+    def put(self, path: str, data: bytes) -> str:
+        """Stores (or replaces) the object at ``path``; its URL."""
+        with self._lock:
+            self._version += 1
+            self.objects["/" + path.lstrip("/")] = (data, self._version, 1.7e9 + 10 * self._version)
+        return f"{self.base}/{path.lstrip('/')}"
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+@contextlib.contextmanager
+def versioned_http(
+    etag: str = "strong", last_modified: bool = True, strict: bool = True
+) -> Iterator[VersionedHttp]:
+    """A ``VersionedHttp`` sending ``etag`` ETags (``"strong"``, ``"weak"`` or ``"none"``),
+    Last-Modified times or not, and (``strict``) answering 412 to a failed ``If-Match`` (always
+    for a weak ETag, as RFC 9110 says) or ``If-Unmodified-Since``."""
+    server = VersionedHttp(etag, last_modified, strict)
+    try:
+        yield server
+    finally:
+        server.close()
