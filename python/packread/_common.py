@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import glob
 import os
+import stat
 import time
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, Protocol, TypeVar, Union, runtime_checkable
 
@@ -16,6 +18,8 @@ from .errors import (
     IndexOutOfRangeError,
     InvalidArgumentError,
     PackreadFileNotFoundError,
+    PackreadIsADirectoryError,
+    PackreadOSError,
     PackreadTypeError,
     ReaderClosedError,
 )
@@ -25,6 +29,44 @@ Paths = Union[PathLike, Iterable[PathLike]]
 Indices = Union[Sequence[int], "np.ndarray", range, slice]
 
 T = TypeVar("T")
+
+
+def open_regular(path: PathLike) -> Any:
+    """``path`` opened for binary reading if it is a regular file. The open never blocks: a
+    FIFO or a device opened plainly would wait for a writer forever, beyond Ctrl-C's reach, so
+    it is opened non-blocking and refused (``PackreadOSError``) when ``fstat`` says it is not a
+    regular file (a folder: ``PackreadIsADirectoryError``)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise PackreadIsADirectoryError(f"{os.fsdecode(path)}: a folder, not a file")
+        if not stat.S_ISREG(mode):
+            kind = "FIFO" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode) else "device"
+            raise PackreadOSError(f"{os.fsdecode(path)}: not a regular file (a {kind})")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def shown_name(name: str) -> str:
+    """``name`` as a message can carry it: a path that is not UTF-8 (a str holding lone
+    surrogates, as ``os.fsdecode`` gives such bytes) with those escaped, ``\\udcff``."""
+    return name.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def warn_skipped(where: str, errors: dict[int, str], stacklevel: int) -> None:
+    """The one warning a reader gives when images it read with ``on_error="skip"`` did not
+    decode and were replaced."""
+    k, why = min(errors.items())
+    warnings.warn(
+        f"{where}: {len(errors)} image(s) did not decode and were replaced "
+        f"(reader.errors has them all); first: sample {k}: {why}",
+        RuntimeWarning,
+        stacklevel=stacklevel + 1,
+    )
 
 
 class PendingBatch(Generic[T]):

@@ -8,14 +8,20 @@ import fnmatch
 import json
 import os
 import posixpath
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Union
 
 import numpy as np
 
 from . import _packread
-from ._common import Indices, PendingBatch, as_indices, check_num_threads
+from ._common import (
+    Indices,
+    PendingBatch,
+    as_indices,
+    check_num_threads,
+    shown_name,
+    warn_skipped,
+)
 from ._hdf5 import HDF5Reader
 from ._open import HDF5_SUFFIXES, sniff
 from ._reader import ArrayReader, Out
@@ -63,33 +69,56 @@ def _size(size: Size) -> tuple[int, int]:
     return h, w
 
 
+#: Labels are int64: a JSON integer outside this range is refused, never wrapped.
+_LABEL_RANGE = range(-(2**63), 2**63)
+
+
 def _labels_from_json(
     raw: bytes, where: str, names: list[str]
 ) -> tuple[np.ndarray, list[str] | None]:
     """Labels of ``names`` from ``{"labels": {name: label}}`` or
     ``{"labels": [[name, label], ...]}`` (a name without a label is an error naming it), and
-    the optional ``"classes"`` list, class names by label (``packread convert`` writes one)."""
+    the optional ``"classes"`` list, class names by label (``packread convert`` writes one).
+    A label must be a JSON integer in int64's range: ``"3"``, ``1.5``, ``true``, ``null``,
+    ``NaN`` and lists are refused, never coerced."""
+    forms = "{'labels': {name: label}} or {'labels': [[name, label], ...]}"
     try:
         doc = json.loads(raw)
-        table = doc["labels"]
-        if isinstance(table, list):
-            table = {str(n): lab for n, lab in table}
-        if not isinstance(table, dict):
-            raise TypeError("labels is neither a mapping nor a list of pairs")
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
         raise InvalidArgumentError(
-            f"{where}: labels must be JSON of the form {{'labels': {{name: label}}}} or "
-            f"{{'labels': [[name, label], ...]}} ({exc})"
+            f"{where}: labels must be JSON of the form {forms} ({reason})"
         ) from None
+    table = doc.get("labels") if isinstance(doc, dict) else None
+    if isinstance(table, list):
+        if not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in table):
+            raise InvalidArgumentError(f"{where}: labels must be JSON of the form {forms}")
+        table = dict(table)
+    if not isinstance(table, dict):
+        raise InvalidArgumentError(f"{where}: labels must be JSON of the form {forms}")
     out = np.empty(len(names), dtype=np.int64)
     for k, n in enumerate(names):
         if n not in table:
             raise MissingKeyError(f"{where}: no label for {n!r}")
-        out[k] = int(table[n])
+        label = table[n]
+        if isinstance(label, bool) or not isinstance(label, int) or label not in _LABEL_RANGE:
+            raise InvalidArgumentError(
+                f"{where}: the label of {n!r} is {_shown(label)}, not an integer in int64's range"
+            )
+        out[k] = label
     classes = doc.get("classes")
     if isinstance(classes, list) and all(isinstance(c, str) for c in classes):
         return out, list(classes)
     return out, None
+
+
+def _shown(value: Any) -> str:
+    """A JSON value as a message shows it: its text, cut short."""
+    try:
+        text = json.dumps(value)
+    except (ValueError, RecursionError):
+        text = f"a {type(value).__name__}"
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _folder_tree(root: str) -> tuple[list[str], list[str], np.ndarray]:
@@ -385,7 +414,9 @@ class ImageReader(ArrayReader):
             paths,
             hdf5,
             0,
-            self._names,
+            # As messages name them: a file name that is not UTF-8 (a str with surrogates, as
+            # os.listdir gives it) with its bytes escaped; `paths` keep them exact.
+            [shown_name(n) for n in self._names],
             hw,
             crop,
             resize_to,
@@ -511,16 +542,9 @@ class ImageReader(ArrayReader):
         return PendingBatch(read, None, finish)
 
     def _warn_errors(self) -> None:
-        if not self._warned and self._file.errors():
+        if not self._warned and len(self._file.error_log):
             self._warned = True
-            bad = self._file.errors()
-            first = next(iter(bad.items()))
-            warnings.warn(
-                f"{self._path}: {len(bad)} image(s) did not decode and were replaced "
-                f"(reader.errors has them all); first: sample {first[0]}: {first[1]}",
-                RuntimeWarning,
-                stacklevel=4,
-            )
+            warn_skipped(self._path, self._file.errors(), stacklevel=4)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_reopen_images, (self._src, self._options))

@@ -7,12 +7,18 @@ import os
 from collections.abc import Sequence
 from typing import Any, Union
 
-from ._common import BatchReader, expand_paths
+from ._common import BatchReader, expand_paths, open_regular
 from ._hdf5 import HDF5Reader
 from ._npy import NpyReader
 from ._remote import is_url
 from ._zip import NpzReader, ZipReader
-from .errors import InvalidArgumentError, PackreadFileNotFoundError, PackreadTypeError
+from .errors import (
+    InvalidArgumentError,
+    PackreadFileNotFoundError,
+    PackreadIsADirectoryError,
+    PackreadOSError,
+    PackreadTypeError,
+)
 
 Source = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]], BatchReader]
 
@@ -181,9 +187,10 @@ def source_kind(source: Any) -> tuple[str, Any]:
 
 def sniff(path: str) -> str | None:
     """``"hdf5"``, ``"zip"`` or ``"npy"`` from a file's first bytes; ``None`` if none fits (or
-    the file cannot be read)."""
+    the file cannot be read, or is a folder). A FIFO, socket or device is refused at once
+    (``PackreadOSError``), never opened in a way that blocks."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             head = f.read(8)
             if head == HDF5_SIGNATURE:
                 return "hdf5"
@@ -198,6 +205,10 @@ def sniff(path: str) -> str | None:
                 if f.read(8) == HDF5_SIGNATURE:
                     return "hdf5"
                 at *= 2
+    except PackreadIsADirectoryError:
+        return None
+    except PackreadOSError:
+        raise
     except OSError:
         return None
     return None

@@ -15,6 +15,7 @@ __all__ = [
     "SLAB_HEADER",
     "BufferPool",
     "HDF5File",
+    "ImageErrors",
     "ImageFile",
     "Lease",
     "PendingRead",
@@ -198,6 +199,13 @@ class ImageFile:
     def read_sized(self, idx: NDArray[np.int64], epoch: int) -> tuple[PendingRead, SizedResult]: ...
     def encoded(self, index: int) -> bytes: ...
     def errors(self) -> dict[int, str]: ...
+    @property
+    def error_log(self) -> ImageErrors: ...
+
+@final
+class ImageErrors:
+    def errors(self) -> dict[int, str]: ...
+    def __len__(self) -> int: ...
 
 @final
 class SizedResult:

@@ -11,6 +11,7 @@ open, the least recently used closed first.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -21,7 +22,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import _packread
-from ._common import Indices, PendingBatch, check_num_threads
+from ._common import Indices, PendingBatch, check_num_threads, open_regular, warn_skipped
 from ._reader import ArrayReader, Out
 from ._remote import (
     is_remote,
@@ -37,10 +38,14 @@ from .errors import (
     PackreadFileNotFoundError,
     PackreadTypeError,
     UnsupportedError,
+    os_error,
 )
 
 #: The version of the index file's layout.
 INDEX_FORMAT = 1
+
+#: Largest index file read (one of a million shards is about 100 MB); a larger one is rebuilt.
+MAX_INDEX_BYTES = 1 << 30
 
 
 class Shard(NamedTuple):
@@ -111,6 +116,9 @@ class Opened(NamedTuple):
     #: The shard's opened object when it is in object storage (its size and ETag travel in a
     #: pickle, so a worker reads the object the parent counted), else ``None``.
     remote: Any = None
+    #: Where the shard logs the images it skipped (``on_error="skip"``; an ``ImageErrors``,
+    #: which holds nothing of the shard's files), else ``None``.
+    errors: Any = None
 
 
 def _open_hdf5(path: Any, k: int, options: dict[str, Any]) -> Opened:
@@ -163,6 +171,7 @@ def _open_images(path: Any, k: int, options: dict[str, Any]) -> Opened:
         reader.labels,
         1,
         reader._src if is_remote(reader._src) else None,
+        reader._file.error_log,
     )
 
 
@@ -216,11 +225,18 @@ def shard_source(path: str, remote: dict[str, Any], options: dict[str, Any]) -> 
 
 class _Opener:
     """Opens shard ``k`` for the extension when a batch first touches it, checked against the
-    first shard. It holds no reference to the reader: the extension keeps it, and a cycle
-    through it would keep a dropped reader's files open."""
+    first shard, and keeps its error log in ``logs``. It holds no reference to the reader:
+    the extension keeps it, and a cycle through it would keep a dropped reader's files open."""
 
-    def __init__(self, kind: str, paths: list[str], options: dict[str, Any], state: Any) -> None:
-        self.kind, self.paths, self.options = kind, paths, options
+    def __init__(
+        self,
+        kind: str,
+        paths: list[str],
+        options: dict[str, Any],
+        state: Any,
+        logs: dict[int, list[Any]],
+    ) -> None:
+        self.kind, self.paths, self.options, self.logs = kind, paths, options, logs
         self.spec = [(n, _dtype(d), tuple(s)) for n, d, s in state["arrays"]]
         agree = state.get("agree")
         self.agree = None if agree is None else list(agree)
@@ -232,7 +248,15 @@ class _Opener:
             shard_source(self.paths[k], self.remote, self.options), k, self.options
         )
         _check_shard(self.paths, k, opened, self.spec, self.agree, self.first)
+        _keep_log(self.logs, k, opened)
         return opened.reader
+
+
+def _keep_log(logs: dict[int, list[Any]], k: int, opened: Opened) -> None:
+    """Keeps shard ``k``'s error log: a shard closed and opened again logs anew, and what its
+    earlier opening logged stays readable."""
+    if opened.errors is not None:
+        logs.setdefault(k, []).append(opened.errors)
 
 
 class ShardedReader(ArrayReader):
@@ -282,6 +306,9 @@ class ShardedReader(ArrayReader):
             else shard_paths(src, self._options.get("storage_options"))
         )
         self._paths = paths
+        # Each opened shard's log of images it skipped, by shard.
+        self._logs: dict[int, list[Any]] = {}
+        self._warned = False
         opened: dict[int, Opened] = {}
         state = _state or self._read_index()
         if state is None:
@@ -304,7 +331,7 @@ class ShardedReader(ArrayReader):
             paths,
             self._lengths,
             [(n, d, list(s)) for n, d, s in spec],
-            _Opener(self.kind, paths, self._options, state),
+            _Opener(self.kind, paths, self._options, state, self._logs),
             self._max_open,
             [(k, o.reader) for k, o in opened.items()],
             self._num_threads,
@@ -339,6 +366,7 @@ class ShardedReader(ArrayReader):
             if one.remote is not None:
                 remote[self._paths[k]] = stamp_of(one.remote)
             lengths.append(len(one.reader))
+            _keep_log(self._logs, k, one)
             if lengths[k] == 0:
                 continue
             if first is None:
@@ -386,27 +414,47 @@ class ShardedReader(ArrayReader):
         }
 
     def _read_index(self) -> dict[str, Any] | None:
-        if self._index_path is None or not os.path.exists(self._index_path):
+        """The index file's state, when it was written for these shards as they are now and
+        is intact; ``None`` otherwise (it is then rebuilt). A path that cannot hold the index
+        (a folder, a FIFO, a device) is an error naming it."""
+        if self._index_path is None:
+            return None
+        if not os.path.lexists(self._index_path):
+            # Said now, not after every shard was counted for an index that cannot be written.
+            folder = os.path.dirname(os.path.abspath(self._index_path))
+            if not os.path.isdir(folder):
+                raise PackreadFileNotFoundError(
+                    f"shard_index {self._index_path}: its folder {folder} does not exist"
+                )
             return None
         try:
-            with open(self._index_path, encoding="utf-8") as f:
-                saved = json.load(f)
-        except (OSError, ValueError):
-            return None
+            with open_regular(self._index_path) as f:
+                raw = f.read(MAX_INDEX_BYTES + 1)
+        except OSError as e:
+            raise os_error(e, f"shard_index {self._index_path}") from None
+        try:
+            saved = json.loads(raw) if len(raw) <= MAX_INDEX_BYTES else None
+        except (ValueError, RecursionError):
+            return None  # damaged: rebuilt
         key = self._key()
         if key is None or not isinstance(saved, dict) or saved.get("key") != _jsonable(key):
             return None  # written for other files, other options, or files since changed
         state = saved.get("state")
-        return state if isinstance(state, dict) else None
+        return state if _valid_state(state, len(self._paths)) else None
 
     def _write_index(self, state: dict[str, Any]) -> None:
         key = self._key()
         if self._index_path is None or key is None:
             return
         tmp = f"{self._index_path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"key": _jsonable(key), "state": state}, f)
-        os.replace(tmp, self._index_path)
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump({"key": _jsonable(key), "state": state}, f)
+            os.replace(tmp, self._index_path)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise os_error(e, f"shard_index {self._index_path}: cannot write it") from None
 
     # -- reading -------------------------------------------------------------------------
 
@@ -429,6 +477,24 @@ class ShardedReader(ArrayReader):
     def shard_lengths(self) -> list[int]:
         """Samples in each shard."""
         return list(self._lengths)
+
+    @property
+    def errors(self) -> dict[int, str]:
+        """Every sample found not to decode so far (image shards read with
+        ``on_error="skip"``), by its index in the whole, with why; ``{}`` for other kinds."""
+        out: dict[int, str] = {}
+        for k, logs in self._logs.items():
+            start = int(self._starts[k])
+            for log in logs:
+                out.update(
+                    (start + i, f"{self._paths[k]}: {why}") for i, why in log.errors().items()
+                )
+        return dict(sorted(out.items()))
+
+    def _warn_errors(self) -> None:
+        if not self._warned and any(len(log) for logs in self._logs.values() for log in logs):
+            self._warned = True
+            warn_skipped(self._describe(), self.errors, stacklevel=4)
 
     @property
     def open_shards(self) -> int:
@@ -471,7 +537,13 @@ class ShardedReader(ArrayReader):
             raise InvalidArgumentError(f"epoch must be >= 0, got {epoch}")
         names = self._array_keys()
         read, arrays = self._start(idx, names, out, int(epoch))
-        return PendingBatch(read, arrays[names[0]] if self._single else arrays)
+        value = arrays[names[0]] if self._single else arrays
+
+        def finish() -> Any:
+            self._warn_errors()
+            return value
+
+        return PendingBatch(read, value, finish)
 
     def close(self) -> None:
         """Closes every open shard; later calls raise ``ReaderClosedError`` (a batch already
@@ -526,6 +598,51 @@ def _dtype(descr: Any) -> np.dtype[Any]:
     if isinstance(descr, list):
         return np.lib.format.descr_to_dtype([tuple(f) for f in descr])
     return np.dtype(descr)
+
+
+def _valid_state(state: Any, shards: int) -> bool:
+    """Whether ``state`` (from an index file) is what :meth:`ShardedReader._count` writes for
+    ``shards`` shards: a file edited by hand is rebuilt, never trusted."""
+
+    def ints(v: Any, n: int | None = None) -> bool:
+        return (
+            isinstance(v, list)
+            and (n is None or len(v) == n)
+            and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v)
+        )
+
+    if not isinstance(state, dict):
+        return False
+    lengths, arrays = state.get("lengths"), state.get("arrays")
+    if not ints(lengths, shards) or not isinstance(arrays, list) or not arrays:
+        return False
+    for a in arrays:
+        if not (isinstance(a, list) and len(a) == 3 and isinstance(a[0], str) and ints(a[2])):
+            return False
+        try:
+            _dtype(a[1])
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError, SyntaxError):
+            return False
+    agree, labels = state.get("agree"), state.get("labels")
+    if agree is not None and not (
+        isinstance(agree, list) and all(isinstance(c, str) for c in agree)
+    ):
+        return False
+    if labels is not None and not (
+        isinstance(labels, list)
+        and len(labels) == sum(lengths)
+        and all(isinstance(x, int) and not isinstance(x, bool) for x in labels)
+    ):
+        return False
+    first, spc = state.get("first", 0), state.get("samples_per_chunk")
+    return (
+        isinstance(state.get("single"), bool)
+        and isinstance(spc, int)
+        and spc >= 1
+        and isinstance(first, int)
+        and 0 <= first < shards
+        and isinstance(state.get("remote", {}), dict)
+    )
 
 
 def _jsonable(value: Any) -> Any:

@@ -116,3 +116,19 @@ class DecodeError(PackreadError, ValueError):
 
 class InternalError(PackreadError, RuntimeError):
     """A read that could not finish (a batch started before a ``fork``), or a bug in packread."""
+
+
+def os_error(error: OSError, what: str) -> PackreadOSError:
+    """``error`` (a builtin ``OSError`` of a file packread opened itself) as the packread
+    exception of the same kind, its message saying ``what`` was being done."""
+    if isinstance(error, PackreadOSError):
+        return error
+    cls: type[PackreadOSError] = PackreadOSError
+    if isinstance(error, FileNotFoundError):
+        cls = PackreadFileNotFoundError
+    elif isinstance(error, IsADirectoryError):
+        cls = PackreadIsADirectoryError
+    elif isinstance(error, PermissionError):
+        cls = PackreadPermissionError
+    detail = error.strerror or str(error)
+    return cls(f"{what}: {detail}")

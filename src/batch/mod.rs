@@ -244,10 +244,30 @@ pub trait Index: Send + Sync {
     fn keep(&self, _key: Tag, _bytes: Arc<[u8]>) {}
 
     /// The indexes a batch's rows are read from: `None` for this one, every row in place
-    /// (every format); a sharded index gives each shard the rows touch, opened if need be,
-    /// with its rows and their places in the batch ([`read_split`] plans and runs them).
+    /// (every format); a sharded index names each shard the rows touch, with its rows and
+    /// their places in the batch ([`read_split`] opens, plans and runs them).
     fn split(&self, _rows: &Rows) -> Result<Option<Vec<Part>>> {
         Ok(None)
+    }
+
+    /// Part `k` of a [`split`](Index::split), opened now if it is not open.
+    fn part(&self, _k: usize) -> Result<Arc<dyn Index>> {
+        Err(Error::new(
+            ErrorKind::Internal,
+            self.location(),
+            "internal planning error: an index without parts asked for one",
+        ))
+    }
+
+    /// How many parts a batch may hold open at once: [`read_split`] reads a batch touching
+    /// more in groups of this many, each group's parts let go before the next opens.
+    fn parts_at_once(&self) -> usize {
+        usize::MAX
+    }
+
+    /// Whether reads wait on the network (object storage): such a batch never runs inline.
+    fn waits(&self) -> bool {
+        self.source().coalesce().is_some()
     }
 
     /// Fills output `out` (of rows `rows`) as a [`Plan::deferred`] entry tagged `tag` asked.
@@ -324,8 +344,8 @@ struct Planned<'a> {
 }
 
 /// Reads a batch that [`Index::split`] has split (or not: `None`) into `outs`, on the pool
-/// the caller runs on. The binding splits on the caller's thread, where opening a shard may
-/// need it, and runs this on the pool.
+/// the caller runs on, opening the parts it reads (a shard's opener may run here, on the
+/// pool).
 pub fn read_split(
     index: &dyn Index,
     rows: &Rows,
@@ -345,19 +365,28 @@ pub fn read_split(
         };
         return run_plans(vec![planned], arrays, outs);
     };
-    let mut planned = Vec::with_capacity(parts.len());
-    for part in &parts {
-        check_parts_agree(index, &*part.index, arrays)?;
-        let mut plan = Plan::default();
-        part.index.plan(&part.rows, arrays, &mut plan)?;
-        planned.push(Planned {
-            index: &*part.index,
-            rows: &part.rows,
-            at: Some(&part.at),
-            plan,
-        });
+    // Parts are opened a group at a time, so that a batch touching more shards than may be
+    // open at once never holds more (each group's rows are disjoint in the outputs).
+    for group in parts.chunks(index.parts_at_once().max(1)) {
+        let opened = group
+            .iter()
+            .map(|part| index.part(part.part))
+            .collect::<Result<Vec<_>>>()?;
+        let mut planned = Vec::with_capacity(group.len());
+        for (part, at) in group.iter().zip(&opened) {
+            check_parts_agree(index, &**at, arrays)?;
+            let mut plan = Plan::default();
+            at.plan(&part.rows, arrays, &mut plan)?;
+            planned.push(Planned {
+                index: &**at,
+                rows: &part.rows,
+                at: Some(&part.at),
+                plan,
+            });
+        }
+        run_plans(planned, arrays, outs)?;
     }
-    run_plans(planned, arrays, outs)
+    Ok(())
 }
 
 /// A part must hold the arrays of the index it is part of, sample for sample the same size:

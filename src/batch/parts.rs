@@ -4,17 +4,16 @@
 //! run by the one executor, so shards are read in parallel with each other.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use super::exec::{Dest, Extent, Piece};
 use super::source::{Coalesce, Source};
-use super::{read_staged, Index, Rows, STAGED_FILE, STAGED_NAME};
+use super::{read_staged, Rows, STAGED_FILE, STAGED_NAME};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Rows of one index read as part of a batch: a shard's rows, and where each lands.
 pub struct Part {
-    /// The index the rows are read from.
-    pub index: Arc<dyn Index>,
+    /// Which part of the whole the rows are read from (opened by [`super::Index::part`]).
+    pub part: usize,
     /// Its rows, in the order they appear in the batch.
     pub rows: Rows,
     /// For each of `rows`, its position in the batch.

@@ -291,7 +291,7 @@ impl Index for Shards {
         for k in order {
             let (local, at) = by_shard.remove(&k).unwrap_or_default();
             parts.push(Part {
-                index: self.shard(k)?,
+                part: k,
                 rows: Rows {
                     rows: local,
                     epoch: rows.epoch(),
@@ -300,6 +300,22 @@ impl Index for Shards {
             });
         }
         Ok(Some(parts))
+    }
+
+    fn part(&self, k: usize) -> Result<Arc<dyn Index>> {
+        self.shard(k)
+    }
+
+    /// A batch over more shards than may be open is read `max_open` shards at a time.
+    fn parts_at_once(&self) -> usize {
+        self.lock().max
+    }
+
+    /// Whether the shards are objects in object storage (every shard is of one kind: the
+    /// open ones tell).
+    fn waits(&self) -> bool {
+        let open = self.lock();
+        open.shards.values().any(|(index, _)| index.waits())
     }
 
     fn locate(&self, _tag: Tag, error: Error) -> Error {

@@ -94,8 +94,13 @@ pub struct ImageIndex {
     /// Per batch in flight with `skip`: the samples that did not decode.
     logs: Mutex<HashMap<u64, SkipLog>>,
     next_batch: AtomicU64,
-    errors: Mutex<BTreeMap<u64, String>>,
+    errors: ErrorLog,
 }
+
+/// Every sample of a reader found not to decode (with `skip`), with why: shared with whoever
+/// keeps the reader's errors beyond the index (a sharded reader, whose shards close and
+/// reopen).
+pub type ErrorLog = Arc<Mutex<BTreeMap<u64, String>>>;
 
 /// Largest image file read by default (a file of more is refused, not read whole).
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 256 << 20;
@@ -177,7 +182,7 @@ impl ImageIndex {
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
             logs: Mutex::default(),
             next_batch: AtomicU64::new(0),
-            errors: Mutex::default(),
+            errors: ErrorLog::default(),
         })
     }
 
@@ -205,6 +210,11 @@ impl ImageIndex {
     /// What each sample becomes.
     pub fn spec(&self) -> &ImageSpec {
         &self.spec
+    }
+
+    /// The log [`errors`](ImageIndex::errors) reads, to keep beyond this index.
+    pub fn error_log(&self) -> ErrorLog {
+        Arc::clone(&self.errors)
     }
 
     /// Every sample found not to decode so far (with `skip`), with why.

@@ -19,10 +19,11 @@ use crate::batch::{Index, Rows};
 use crate::codec::image::geometry::{Crop, Element, ImageSpec, Layout};
 use crate::codec::image::{Limits, Mode};
 use crate::error::{Error, ErrorKind};
-use crate::formats::image::{ImageBytes, ImageIndex, SizedBatch};
+use crate::formats::image::{ErrorLog, ImageBytes, ImageIndex, SizedBatch};
 
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ImageFile>()?;
+    m.add_class::<ImageErrors>()?;
     m.add_class::<SizedResult>()?;
     m.add_function(wrap_pyfunction!(image_info, m)?)?;
     m.add(
@@ -206,11 +207,44 @@ impl ImageFile {
 
     /// `{sample index: why}` of every image found not to decode so far (`on_error="skip"`).
     fn errors<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new(py);
-        for (k, v) in self.index.errors() {
-            d.set_item(k, v)?;
+        errors_dict(py, &self.index.error_log())
+    }
+
+    /// What `errors` reads, kept apart from the file: it stays readable after the file is
+    /// closed (a shard closed to keep descriptors bounded).
+    #[getter]
+    fn error_log(&self) -> ImageErrors {
+        ImageErrors {
+            log: self.index.error_log(),
         }
-        Ok(d)
+    }
+}
+
+fn errors_dict<'py>(py: Python<'py>, log: &ErrorLog) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let log = log.lock().unwrap_or_else(|p| p.into_inner());
+    for (k, v) in log.iter() {
+        d.set_item(k, v)?;
+    }
+    Ok(d)
+}
+
+/// The images of one `ImageFile` that did not decode (`on_error="skip"`), holding nothing of
+/// the file itself.
+#[pyclass(module = "packread._packread", frozen)]
+pub struct ImageErrors {
+    log: ErrorLog,
+}
+
+#[pymethods]
+impl ImageErrors {
+    /// `{sample index: why}`.
+    fn errors<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        errors_dict(py, &self.log)
+    }
+
+    fn __len__(&self) -> usize {
+        self.log.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 }
 

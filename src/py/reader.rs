@@ -121,17 +121,11 @@ impl Reader {
             .collect::<PyResult<Vec<RawOut>>>()?;
         let outputs = Outputs::disjoint(raws).py_err(py)?;
         let index = Arc::clone(&self.index);
-        // Split here, on the caller's thread: a sharded index may open a shard, which calls
-        // back into Python; the pool never does.
         let split = index.split(&rows).py_err(py)?;
         let mut work = index.work(rows.len(), &arrays);
         // A read of object storage waits on the network however small it is: on the pool,
         // so the caller can be interrupted and `batch_async` returns at once.
-        let remote = match &split {
-            Some(parts) => parts.iter().any(|p| p.index.source().coalesce().is_some()),
-            None => index.source().coalesce().is_some(),
-        };
-        if remote {
+        if index.waits() {
             work = work.never_inline();
         }
         let keep = outs.into_iter().map(Bound::unbind).collect();

@@ -1,6 +1,8 @@
 //! Binding for many files as one reader: `ShardSet`. The shards are opened by a Python
-//! callable (the format's own reader, with every option it takes), called on the thread that
-//! starts a batch, never on the pool.
+//! callable (the format's own reader, with every option it takes), called with the GIL taken
+//! from the thread that reads the batch (the pool's, or the caller's for a tiny read, which
+//! releases the GIL while it reads): a batch opens its shards group by group, never holding
+//! more than `max_open` of them.
 
 use std::io;
 use std::sync::Arc;

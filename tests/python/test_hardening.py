@@ -139,6 +139,9 @@ FIFO_CALLS = {
     "NpzReader": "packread.NpzReader([p])",
     "HDF5Reader": "packread.HDF5Reader(p)",
     "HDF5Reader(in_memory)": "packread.HDF5Reader(p, in_memory=True)",
+    # Format sniffing opened the path with a plain open() (issue 37).
+    "ImageReader": "packread.ImageReader(p, size=8)",
+    "open_reader": "packread.open_reader(p)",
 }
 
 

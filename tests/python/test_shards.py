@@ -309,6 +309,120 @@ def test_stale_shard_index_is_rebuilt(tmp_path):
     assert packread.HDF5Reader(paths, NAMES, shard_index=index).open_shards == 0
 
 
+# BAD_INPUTS 53, 67
+@pytest.mark.parametrize("damage", ["nested", "bad-json", "hand-edited", "huge-label"])
+def test_a_damaged_shard_index_is_rebuilt(tmp_path, damage):
+    paths = write_h5_shards(str(tmp_path / "s"))
+    ref = h5py_concat(paths)
+    index = tmp_path / "index.json"
+    packread.HDF5Reader(paths, NAMES, shard_index=index)
+    saved = json.loads(index.read_text())
+    if damage == "nested":  # json.load raised RecursionError
+        index.write_text("[" * 100_000 + "]" * 100_000)
+    elif damage == "bad-json":
+        index.write_text(index.read_text()[:-7])
+    elif damage == "hand-edited":  # the key still matches: its state was trusted (TypeError)
+        saved["state"]["lengths"] = [str(n) for n in saved["state"]["lengths"]]
+        index.write_text(json.dumps(saved))
+    else:
+        saved["state"]["arrays"][0][1] = {"no": "dtype"}
+        index.write_text(json.dumps(saved))
+    rebuilt = packread.HDF5Reader(paths, NAMES, shard_index=index)
+    assert rebuilt.open_shards > 0  # counted again
+    idx = np.array([508, 0, -1, 7, 8])
+    got = rebuilt.batch(idx)
+    for name in NAMES:
+        assert_same(got[name], ref[name][idx])
+    assert json.loads(index.read_text())["state"]["lengths"] == list(SIZES)
+
+
+# BAD_INPUTS 67
+def test_a_shard_index_path_that_cannot_hold_one_is_refused_naming_it(tmp_path):
+    paths = write_h5_shards(str(tmp_path / "s"))
+    folder = tmp_path / "index.json"
+    folder.mkdir()
+    with pytest.raises(packread.errors.PackreadIsADirectoryError, match=re.escape(str(folder))):
+        packread.HDF5Reader(paths, NAMES, shard_index=folder)
+    missing = tmp_path / "no_such_folder" / "index.json"
+    with pytest.raises(PackreadFileNotFoundError, match="no_such_folder.*does not exist"):
+        packread.HDF5Reader(paths, NAMES, shard_index=missing)
+    readonly = tmp_path / "ro"
+    readonly.mkdir()
+    readonly.chmod(0o500)
+    try:
+        if not os.access(readonly, os.W_OK):  # root may write anyway
+            with pytest.raises(packread.errors.PackreadPermissionError, match="cannot write"):
+                packread.HDF5Reader(paths, NAMES, shard_index=readonly / "index.json")
+    finally:
+        readonly.chmod(0o700)
+
+
+# BAD_INPUTS 38
+def test_a_shard_index_that_is_a_fifo_is_refused_without_blocking(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+
+    paths = write_h5_shards(str(tmp_path / "s"))
+    fifo = tmp_path / "index.fifo"
+    os.mkfifo(fifo)
+    code = textwrap.dedent(
+        f"""
+        import packread
+        try:
+            packread.HDF5Reader({paths!r}, "x", shard_index={str(fifo)!r})
+        except packread.errors.PackreadOSError as e:
+            assert "not a regular file (a FIFO)" in str(e), e
+            print("refused")
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.strip() == "refused", out.stderr
+
+
+def test_a_batch_never_holds_more_shards_open_than_max_open_shards(tmp_path):
+    # BAD_INPUTS 55: one batch of 100 samples in 100 shards kept all 100 open (EMFILE under
+    # `ulimit -n 128`, whatever max_open_shards said). Run in a child, whose limit is lowered.
+    import subprocess
+    import sys
+    import textwrap
+
+    folder = tmp_path / "tiny"
+    paths = write_h5_shards(str(folder), [1] * 300, prefix="t")
+    code = textwrap.dedent(
+        f"""
+        import resource, numpy as np, h5py, packread
+        paths = {paths!r}
+        want = np.concatenate([h5py.File(p)["id"][()] for p in paths])
+        resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))
+        r = packread.HDF5Reader(paths, "id")
+        idx = list(range(0, 300, 3))
+        got = r.batch(idx)
+        assert r.open_shards <= r._max_open == 16, r.open_shards
+        assert (got == want[idx]).all()
+        print("read", len(idx))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert out.stdout.strip() == "read 100", out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("max_open", [1, 2, 3])
+def test_batches_over_more_shards_than_may_be_open_read_right(h5_shards, h5_ref, max_open):
+    r = packread.HDF5Reader(h5_shards, NAMES, max_open_shards=max_open)
+    rng = np.random.default_rng(max_open)
+    for _ in range(10):
+        idx = rng.integers(-N, N, size=40)
+        got = r.batch(idx)
+        for name in NAMES:
+            assert_same(got[name], h5_ref[name][idx])
+        assert r.open_shards <= max_open
+
+
 def test_pickle_carries_the_lengths(h5_shards, h5_ref):
     r = packread.HDF5Reader(h5_shards, NAMES, max_open_shards=3)
     copy = pickle.loads(pickle.dumps(r))
@@ -592,6 +706,37 @@ def test_image_shards_equal_each_archive_read_alone(image_zips):
     idx = [0, 4, 9]
     assert_same(r.batch(idx, epoch=2), r.batch(idx, epoch=2))
     assert not np.array_equal(r.batch(np.arange(10), epoch=0), r.batch(np.arange(10), epoch=1))
+
+
+# BAD_INPUTS 46
+def test_images_skipped_over_shards_are_reported_as_from_one_archive(tmp_path, image_zips):
+    # The sharded reader had no `errors` and gave no warning: images replaced silently.
+    _, a, b, _ = image_zips
+    broken = tmp_path / "broken.zip"
+    with zipfile.ZipFile(b) as zin, zipfile.ZipFile(broken, "w") as zout:
+        for k, info in enumerate(sorted(zin.infolist(), key=lambda i: i.filename)):
+            data = zin.read(info)
+            zout.writestr(info.filename, data[: len(data) // 3] if k == 1 else data)
+    whole = packread.ImageReader([a, str(broken)], size=16, on_error="skip")
+    alone = packread.ImageReader(str(broken), size=16, on_error="skip")
+    first = len(packread.ImageReader(a, size=16))
+    with pytest.warns(RuntimeWarning, match="did not decode") as caught:
+        got = whole.batch(range(len(whole)))
+    assert len(caught) == 1
+    with pytest.warns(RuntimeWarning):
+        own = alone.batch(range(len(alone)))
+    assert list(alone.errors) == [1]
+    assert list(whole.errors) == [first + 1]
+    assert str(broken) in whole.errors[first + 1]
+    assert alone.errors[1] in whole.errors[first + 1]
+    assert_same(got[first:], own)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # one warning per reader
+        whole.batch([first + 1])
+    hdf5 = packread.HDF5Reader(write_h5_shards(str(tmp_path / "h"), [2, 3]), "x")
+    assert hdf5.errors == {}
 
 
 def test_image_shards_with_other_classes_are_refused(image_zips):
