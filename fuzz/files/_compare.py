@@ -356,8 +356,88 @@ def judge_npy(op: dict[str, Any], ref: dict[str, Any]) -> Verdict:
     return (OK, "") if diff is None else (FAIL_MISMATCH, diff)
 
 
+# --------------------------------------------------------------------------------------------
+# Encoded images
+
+
+def _same_outcome(op: dict[str, Any], other: dict[str, Any]) -> str | None:
+    """How two decodes of one image differ (both failing is the same outcome)."""
+    if "error" in op or "error" in other:
+        if "error" in op and "error" in other:
+            return None
+        return f"{_says(op.get('error', 'pixels'))} != {_says(other.get('error', 'pixels'))}"
+    return array_difference(op["value"], other["value"])
+
+
+def judge_images(ops: list[dict[str, Any]], ref: dict[str, Any]) -> list[Verdict]:
+    """The good images must decode, read between the damaged one and others, bit for bit as
+    they do alone (whole: as PIL decodes them); the damaged one must decode as PIL decodes it
+    (both refusing, or the same pixels), and the same after a good one as alone."""
+    alone = {op["needs"][1]: op for op in ops if op["kind"] == "damaged"}
+    goods = {op["needs"][1:]: op for op in ops if op["kind"] == "good-alone"}
+    damaged = ref.get("damaged")
+    verdicts: list[Verdict] = []
+    for op in ops:
+        kind, needs = op["kind"], op["needs"]
+        if kind == "open":
+            verdicts.append(_refused(op["error"], True) if "error" in op else (OK, ""))
+        elif kind == "damaged":
+            ref_ok = isinstance(damaged, np.ndarray)
+            if "error" in op:
+                verdicts.append(_refused(op["error"], ref_ok))
+            elif not ref_ok:
+                verdicts.append((REF_REFUSED, _says(damaged)))
+            elif needs[1] == "whole":
+                diff = array_difference(op["value"], damaged)
+                verdicts.append((OK, "") if diff is None else (FAIL_MISMATCH, f"vs PIL: {diff}"))
+            else:
+                verdicts.append((OK, ""))
+        elif kind == "good-alone":
+            if "error" in op:
+                verdicts.append((FAIL_ERROR, f"a good image: {_says(op['error'])}"))
+            elif needs[2] == "whole":
+                diff = array_difference(op["value"], ref["goods"][needs[1]])
+                verdicts.append((OK, "") if diff is None else (FAIL_MISMATCH, f"vs PIL: {diff}"))
+            else:
+                verdicts.append((OK, ""))
+        elif kind == "good":
+            diff = _same_outcome(op, goods[(needs[1], needs[2])])
+            verdicts.append(
+                (OK, "") if diff is None else (FAIL_MISMATCH, f"a good image read after: {diff}")
+            )
+        elif kind == "again":
+            diff = _same_outcome(op, alone[needs[1]])
+            verdicts.append(
+                (OK, "")
+                if diff is None
+                else (FAIL_MISMATCH, f"the damaged image after a good one: {diff}")
+            )
+        elif kind == "skip":
+            if "error" in op:
+                verdicts.append(_refused(op["error"], True))
+                continue
+            mode = needs[1]
+            want = [goods[(k, mode)].get("value") for k in (0, 2, 0)]
+            bad = [
+                k
+                for k, (got, w) in enumerate(zip(op["value"]["slots"], want, strict=True))
+                if w is None or array_difference(got, w) is not None
+            ]
+            errors = op["value"]["errors"]
+            expected = [1] if "error" in alone[mode] else []
+            if bad:
+                verdicts.append((FAIL_MISMATCH, f"skipping: good slots {bad} differ"))
+            elif errors != expected:
+                verdicts.append((FAIL_MISMATCH, f"skipping: errors at {errors}, not {expected}"))
+            else:
+                verdicts.append((OK, ""))
+    return verdicts
+
+
 def judge(fmt: str, ops: list[dict[str, Any]], ref: dict[str, Any]) -> list[Verdict]:
     """One verdict per op."""
+    if fmt == "images":
+        return judge_images(ops, ref)
     if fmt in ("hdf5", "pytables"):
         return [judge_hdf5(op, ref) for op in ops]
     if fmt == "zip":
@@ -375,6 +455,8 @@ def overall(verdicts: list[Verdict]) -> Verdict:
 
 def reference_read_all(fmt: str, ref: dict[str, Any]) -> bool:
     """Whether the reference read the whole input without error."""
+    if fmt == "images":
+        return isinstance(ref.get("damaged"), np.ndarray)
     if fmt in ("hdf5", "pytables"):
         return _h5_all_read(ref)
     if fmt == "zip":

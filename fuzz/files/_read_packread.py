@@ -228,12 +228,78 @@ def read_npy(path: str, plan: dict[str, Any]) -> list[Op]:
     return ops
 
 
+# --------------------------------------------------------------------------------------------
+# Encoded images: the damaged one alone, then between two good ones on one thread, in a ZIP, an
+# ImageFolder tree and an HDF5 dataset of rows (the folder `_seeds.write_image_containers`
+# wrote beside the input), decoded whole and through an eval crop.
+
+IMAGE_MODES = {"whole": {"size": None}, "eval": {"size": 24}}
+
+
+def _first(reader: packread.ImageReader, i: int) -> np.ndarray:
+    return reader.batch([i])[0]
+
+
+def read_images(path: str, plan: dict[str, Any]) -> list[Op]:
+    ops: list[Op] = []
+    folder = f"{path}.d"
+    sources = {
+        "zip": (f"{folder}/between.zip", {}),
+        "tree": (f"{folder}/tree", {}),
+        "rows": (f"{folder}/rows.h5", {"dataset": "images"}),
+    }
+    for mode, options in IMAGE_MODES.items():
+        kw = {"num_threads": 1, **options}
+        alone = packread.ImageReader(f"{folder}/alone.zip", labels=False, **kw)
+        _attempt(ops, f"{mode}: alone", "damaged", ("damaged", mode), partial(_first, alone, 0))
+        goods = packread.ImageReader(f"{folder}/goods.zip", labels=False, **kw)
+        for k in (0, 2):
+            _attempt(
+                ops,
+                f"{mode}: good {k} alone",
+                "good-alone",
+                ("good", k, mode),
+                partial(_first, goods, k),
+            )
+        for name, (src, extra) in sources.items():
+            labels = {} if name == "tree" else {"labels": False}
+            reader = _attempt(
+                ops,
+                f"{mode}: ImageReader({name})",
+                "open",
+                ("open",),
+                partial(packread.ImageReader, src, **labels, **extra, **kw),
+            )
+            if reader is None:
+                continue
+            ops[-1]["value"] = None
+            for step, k in enumerate((0, 1, 2, 0)):
+                label = f"{mode}: {name} batch([{k}]) #{step}"
+                needs = ("again", mode) if k == 1 else ("good", k, mode)
+                _attempt(
+                    ops, label, "again" if k == 1 else "good", needs, partial(_first, reader, k)
+                )
+            skipping = packread.ImageReader(src, **labels, **extra, **kw, on_error="skip")
+
+            def skipped(r: packread.ImageReader = skipping) -> Any:
+                import warnings
+
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    got = r.batch([0, 1, 2, 0])
+                return {"slots": [got[0], got[2], got[3]], "errors": sorted(r.errors)}
+
+            _attempt(ops, f"{mode}: {name} skip batch", "skip", ("skip", mode), skipped)
+    return ops
+
+
 READERS: dict[str, Callable[[str, dict[str, Any]], list[Op]]] = {
     "hdf5": read_hdf5,
     "pytables": read_hdf5,
     "zip": read_zip,
     "npz": read_npz,
     "npy": read_npy,
+    "images": read_images,
 }
 
 

@@ -267,12 +267,33 @@ def read_numpy_npy(path: str, request: Any) -> dict[str, Any]:
     return out
 
 
+def _pil_rgb(path: str) -> Any:
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            return np.asarray(im.convert("RGB"))
+    except BaseException as exc:  # PIL raises many kinds for damaged files
+        return error_of(exc)
+
+
+def read_pil(path: str, request: Any) -> dict[str, Any]:
+    """PIL's ``Image.open(f).convert("RGB")`` of the damaged image and of the two good ones it
+    is read between (in the folder the fuzzer wrote beside it)."""
+    folder = f"{path}.d"
+    return {
+        "damaged": _pil_rgb(path),
+        "goods": {0: _pil_rgb(f"{folder}/first.jpg"), 2: _pil_rgb(f"{folder}/second.jpg")},
+    }
+
+
 READERS: dict[str, Callable[[str, Any], dict[str, Any]]] = {
     "hdf5": read_h5py,
     "pytables": read_pytables,
     "zip": read_zipfile,
     "npz": read_numpy_npz,
     "npy": read_numpy_npy,
+    "images": read_pil,
 }
 
 

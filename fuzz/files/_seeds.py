@@ -20,9 +20,17 @@ from typing import Any
 import numpy as np
 
 #: The formats, by the reference reader that checks them: ``hdf5`` files are written and checked
-#: by h5py, ``pytables`` files by PyTables.
-FORMATS = ("hdf5", "pytables", "zip", "npz", "npy")
-EXTENSIONS = {"hdf5": ".h5", "pytables": ".h5", "zip": ".zip", "npz": ".npz", "npy": ".npy"}
+#: by h5py, ``pytables`` files by PyTables, ``images`` (one encoded image, read inside a ZIP, an
+#: ImageFolder tree and an HDF5 dataset of rows) by PIL.
+FORMATS = ("hdf5", "pytables", "zip", "npz", "npy", "images")
+EXTENSIONS = {
+    "hdf5": ".h5",
+    "pytables": ".h5",
+    "zip": ".zip",
+    "npz": ".npz",
+    "npy": ".npy",
+    "images": ".img",
+}
 
 #: Rows of every HDF5 dataset (a chunk of 4 rows leaves a partial edge chunk).
 ROWS = 50
@@ -522,6 +530,110 @@ def _npy_regions(data: bytes) -> list[Region]:
 
 
 # --------------------------------------------------------------------------------------------
+# Encoded images
+
+
+def _photo(size: tuple[int, int]) -> Any:
+    import skimage
+    from PIL import Image
+
+    path = os.path.join(os.path.dirname(skimage.__file__), "data", "chelsea.png")
+    with Image.open(path) as im:
+        return im.convert("RGB").resize(size)
+
+
+def _encoded(im: Any, fmt: str, **kw: Any) -> bytes:
+    buf = io.BytesIO()
+    im.save(buf, fmt, **kw)
+    return buf.getvalue()
+
+
+def good_images() -> tuple[bytes, bytes]:
+    """The good JPEGs every damaged image is read between (baseline, then progressive)."""
+    im = _photo((45, 37))
+    return _encoded(im, "JPEG", quality=90), _encoded(im, "JPEG", quality=85, progressive=True)
+
+
+def _image_seeds() -> list[tuple[str, bytes]]:
+    from PIL import Image
+
+    im = _photo((41, 33))
+    grey16 = Image.fromarray(np.asarray(im.convert("L")).astype(np.uint16) * 3)
+    alpha = im.convert("RGBA")
+    alpha.putalpha(im.convert("L"))
+    return [
+        ("img_jpeg_baseline", _encoded(im, "JPEG", quality=90)),
+        ("img_jpeg_progressive", _encoded(im, "JPEG", quality=85, progressive=True)),
+        ("img_jpeg_444", _encoded(im, "JPEG", quality=75, subsampling=0)),
+        ("img_jpeg_gray", _encoded(im.convert("L"), "JPEG", quality=90)),
+        ("img_jpeg_cmyk", _encoded(im.convert("CMYK"), "JPEG", quality=90)),
+        ("img_png_rgb", _encoded(im, "PNG")),
+        ("img_png_palette", _encoded(im.convert("P", palette=Image.Palette.ADAPTIVE), "PNG")),
+        ("img_png_gray16", _encoded(grey16, "PNG")),
+        ("img_png_rgba", _encoded(alpha, "PNG")),
+        ("img_webp_lossless", _encoded(im, "WEBP", lossless=True)),
+    ]
+
+
+def _image_regions(data: bytes) -> list[Region]:
+    """JPEG marker segments (their lengths as fields) and the entropy-coded data after the
+    first scan header; PNG chunks (length and CRC as fields)."""
+    regions: list[Region] = []
+    if data.startswith(b"\xff\xd8"):
+        pos = 2
+        while pos + 4 <= len(data) and data[pos] == 0xFF:
+            marker = data[pos + 1]
+            length = struct.unpack_from(">H", data, pos + 2)[0]
+            label = f"jpeg_{marker:02x}"
+            regions.append(Region(label, pos, 2 + length, (Field("length", pos + 2, 2, True),)))
+            pos += 2 + length
+            if marker == 0xDA:
+                regions.append(Region("entropy", pos, len(data) - pos))
+                break
+    elif data.startswith(b"\x89PNG"):
+        pos = 8
+        while pos + 12 <= len(data):
+            length = struct.unpack_from(">I", data, pos)[0]
+            kind = data[pos + 4 : pos + 8].decode("latin1")
+            fields = (Field("length", pos, 4, True), Field("crc", pos + 8 + length, 4, True))
+            regions.append(Region(f"png_{kind}", pos, 12 + length, fields))
+            pos += 12 + length
+    return regions
+
+
+def write_image_containers(path: str, damaged: bytes) -> str:
+    """The folder ``<path>.d`` holding the damaged image ``damaged`` between the two good ones
+    (:func:`good_images`) in each container packread reads images from: ``between.zip``,
+    ``tree/c/`` (an ImageFolder tree), ``rows.h5`` (h5py's variable-length bytes); and
+    ``alone.zip`` (the damaged one alone) and ``goods.zip`` (the good ones where they are in
+    the others, a good one in the damaged one's place)."""
+    import h5py
+
+    first, second = good_images()
+    folder = Path(f"{path}.d")
+    (folder / "tree" / "c").mkdir(parents=True)
+    images = [first, damaged, second]
+
+    def archive(name: str, members: list[bytes]) -> None:
+        with zipfile.ZipFile(folder / name, "w") as z:
+            for k, data in enumerate(members):
+                z.writestr(zipfile.ZipInfo(f"{k}.jpg", date_time=(2024, 1, 1, 5, 0, 0)), data)
+
+    archive("between.zip", images)
+    archive("alone.zip", [damaged])
+    archive("goods.zip", [first, first, second])
+    for k, data in enumerate(images):
+        (folder / "tree" / "c" / f"{k}.jpg").write_bytes(data)
+    with h5py.File(folder / "rows.h5", "w") as f:
+        rows = f.create_dataset("images", (3,), dtype=h5py.vlen_dtype(np.dtype("u1")))
+        for k, data in enumerate(images):
+            rows[k] = np.frombuffer(data, dtype=np.uint8)
+    (folder / "first.jpg").write_bytes(first)
+    (folder / "second.jpg").write_bytes(second)
+    return str(folder)
+
+
+# --------------------------------------------------------------------------------------------
 
 
 def write_seeds(tmp: str, formats: tuple[str, ...] = FORMATS) -> list[Seed]:
@@ -541,4 +653,6 @@ def write_seeds(tmp: str, formats: tuple[str, ...] = FORMATS) -> list[Seed]:
         seeds += [Seed(n, "npz", d, _zip_regions(d)) for n, d in _npz_seeds()]
     if "npy" in formats:
         seeds += [Seed(n, "npy", d, _npy_regions(d)) for n, d in _npy_seeds()]
+    if "images" in formats:
+        seeds += [Seed(n, "images", d, _image_regions(d)) for n, d in _image_seeds()]
     return seeds

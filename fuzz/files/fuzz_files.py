@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _compare as cmp
 from _mutate import mutate
-from _seeds import EXTENSIONS, FORMATS, Seed, write_seeds
+from _seeds import EXTENSIONS, FORMATS, Seed, write_image_containers, write_seeds
 from _workers import Worker
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,6 +73,8 @@ def _failed_reference(fmt: str, status: str, detail: Any) -> dict[str, Any]:
         return {"open_error": err, "names": [], "infos": [], "raw": {}, "npy": {}}
     if fmt == "npz":
         return {"open_error": err, "keys": [], "values": {}}
+    if fmt == "images":
+        return {"damaged": err, "goods": {0: err, 2: err}}
     return {"open_error": err, "value": None}
 
 
@@ -134,10 +136,13 @@ class Fuzzer:
     def read(self, item: Input) -> Result:
         path = self.inputs_dir / f"{item.seed_name}-r{item.run}{EXTENSIONS[item.fmt]}"
         path.write_bytes(item.data)
+        if item.fmt == "images":  # the containers it is read in, beside it
+            write_image_containers(str(path), item.data)
         try:
             return self._read(item, str(path))
         finally:
             path.unlink(missing_ok=True)
+            shutil.rmtree(f"{path}.d", ignore_errors=True)
 
     def _read(self, item: Input, path: str) -> Result:
         t0 = time.monotonic()

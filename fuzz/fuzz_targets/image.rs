@@ -5,8 +5,15 @@
 //! buffers of the declared size. Covers libjpeg-turbo (built with ASan in fuzz builds),
 //! `png`, `image-webp`, the EXIF reader and the resampler.
 //!
+//! Every input is decoded between good images on the same thread: a good JPEG (baseline and
+//! progressive), PNG and WebP decoded whole and through an eval crop before and after it must
+//! give the pixels they gave alone, or the target panics (no decoder state, table or error
+//! may survive from one image to the next).
+//!
 //! Input: one byte choosing the mode, crop, draft and EXIF handling; then the encoded image.
 #![no_main]
+
+use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
 use packread::codec::image::geometry::{
@@ -14,7 +21,63 @@ use packread::codec::image::geometry::{
 };
 use packread::codec::image::{decode, info, Limits, Mode};
 
+/// Good images of the seed corpus (make_seeds.py), without the corpus's leading choice byte.
+const GOOD: [&[u8]; 4] = [
+    include_bytes!("../corpus/image/baseline.jpg"),
+    include_bytes!("../corpus/image/progressive.jpg"),
+    include_bytes!("../corpus/image/palette.png"),
+    include_bytes!("../corpus/image/lossless.webp"),
+];
+
+/// What each good image gives: decoded whole, and through a 12x16 eval crop.
+fn good_pixels() -> Vec<(Vec<u8>, Vec<u8>)> {
+    let limits = Limits::default();
+    GOOD.iter()
+        .map(|raw| {
+            let image = &raw[1..];
+            let head = info(image, &limits).expect("a good image's header");
+            let whole = decode(image, &head, None, Mode::Rgb).expect("a good image").pixels;
+            let spec = spec(Crop::Center { resize: 20 }, (16, 12), Mode::Rgb, false, limits);
+            let mut crop = vec![0u8; spec.sample_bytes()];
+            transform(image, &spec, &mut Draw::new(1, 2, 3), &mut crop).expect("a good crop");
+            (whole, crop)
+        })
+        .collect()
+}
+
+fn spec(crop: Crop, size: (u32, u32), mode: Mode, draft: bool, limits: Limits) -> ImageSpec {
+    ImageSpec {
+        size,
+        crop,
+        flip: false,
+        layout: Layout::Nhwc,
+        mode,
+        element: Element::U8,
+        mean: vec![],
+        std: vec![],
+        exif_transpose: false,
+        draft,
+        limits,
+    }
+}
+
+/// Panics if a good image no longer decodes to what it gave alone.
+fn check_good_images(reference: &[(Vec<u8>, Vec<u8>)]) {
+    for (k, got) in good_pixels().iter().enumerate() {
+        assert!(got == &reference[k], "good image {k} decoded differently after the input");
+    }
+}
+
+static REFERENCE: OnceLock<Vec<(Vec<u8>, Vec<u8>)>> = OnceLock::new();
+
 fuzz_target!(|data: &[u8]| {
+    let reference = REFERENCE.get_or_init(good_pixels);
+    check_good_images(reference);
+    transform_input(data);
+    check_good_images(reference);
+});
+
+fn transform_input(data: &[u8]) {
     let Some((&choice, image)) = data.split_first() else {
         return;
     };
@@ -56,4 +119,4 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut out = vec![0u8; spec.sample_bytes()];
     let _ = transform(image, &spec, &mut Draw::new(1, 2, 3), &mut out);
-});
+}

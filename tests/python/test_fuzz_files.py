@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-FORMATS = ("hdf5", "pytables", "zip", "npz", "npy")
+FORMATS = ("hdf5", "pytables", "zip", "npz", "npy", "images")
 
 
 def test_fuzz_files_short_run(tmp_path):

@@ -570,7 +570,7 @@ def test_truncated_after_open(good, tmp_path, name, cache_bytes):
         cut = chunk_spans(bad, name)[2][0] + 5  # chunks 0 and 1 survive
     os.truncate(bad, cut)
     # Every batch after it is refused as the file changed, also one of rows still there:
-    # the file is no longer the one whose metadata the reader holds (BAD_INPUTS 49).
+    # the file is no longer the one whose metadata the reader holds (BAD_INPUTS 68).
     for rows in (range(40), [1, 0], [39]):
         err = _raises(packread.errors.PackreadOSError, lambda r=rows: reader.batch(r), bad)
         assert "file changed since the reader opened it" in str(err)
@@ -614,7 +614,7 @@ def _same_size_twins(a, b):
     return x
 
 
-# BAD_INPUTS 49
+# BAD_INPUTS 68
 @pytest.mark.parametrize("cache_bytes", [0, 1 << 20])
 @pytest.mark.parametrize("name", ["x", "y"])
 def test_rewritten_in_place_with_the_same_size_is_refused(tmp_path, name, cache_bytes):

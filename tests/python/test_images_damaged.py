@@ -1,4 +1,4 @@
-"""Damaged images (BAD_INPUTS 60-65): a damaged JPEG or PNG decodes exactly as PIL decodes it
+"""Damaged images (BAD_INPUTS 60-66): a damaged JPEG or PNG decodes exactly as PIL decodes it
 (its pixels bit for bit, or a DecodeError where PIL raises), and leaves nothing behind: the
 good images decoded after it on the same thread are bit for bit what they are alone. The
 inputs are PIL's files damaged at test time (support/damage.py), the shapes of the defects the
@@ -108,7 +108,7 @@ def test_damaged_jpegs_decode_as_pil_decodes_them(tmp_path, damaged):
     ids=["whole", "eval", "random", "draft", "gray"],
 )
 def test_damaged_jpegs_leave_no_state_for_the_next_image(tmp_path, damaged, good, options):
-    """BAD_INPUTS 47: each damaged JPEG read between two good ones on one thread (in turns and
+    """BAD_INPUTS 60: each damaged JPEG read between two good ones on one thread (in turns and
     in one batch), and the good ones compared bit for bit with what they are read alone."""
     first, second = good["baseline"], good["progressive"]
     # The good images alone, at the places they have below (random crops are drawn per place).

@@ -1057,7 +1057,7 @@ def _twins(kind: str) -> tuple[tuple[bytes, np.ndarray], tuple[bytes, np.ndarray
     return one, two
 
 
-# BAD_INPUTS 50
+# BAD_INPUTS 69
 @pytest.mark.parametrize("cache", ["index", "data"])
 @pytest.mark.parametrize("kind", ["hdf5", "zip"])
 def test_without_etags_a_replaced_object_is_told_by_its_last_modified_time(kind, cache, tmp_path):
@@ -1090,7 +1090,7 @@ def test_without_etags_a_replaced_object_is_told_by_its_last_modified_time(kind,
         assert not any(r["If-Match"] for r in http.requests)
 
 
-# BAD_INPUTS 50
+# BAD_INPUTS 69
 @pytest.mark.parametrize("kind", ["hdf5", "zip"])
 def test_weak_etags_are_not_sent_as_if_match_and_still_tell_a_replacement(kind, tmp_path):
     # A server that applies If-Match strictly refuses a weak ETag in it (RFC 9110 13.1.1):
@@ -1111,7 +1111,7 @@ def test_weak_etags_are_not_sent_as_if_match_and_still_tell_a_replacement(kind, 
         assert_same(open_big(kind, url, index_cache=tmp_path / "cache").batch(idx), x2[idx])
 
 
-# BAD_INPUTS 50
+# BAD_INPUTS 69
 @pytest.mark.parametrize("kind", ["hdf5", "zip"])
 def test_an_object_without_any_validator_is_never_cached(kind, tmp_path):
     # Neither an ETag nor a Last-Modified time: a replacement of the same size cannot be told

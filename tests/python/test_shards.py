@@ -344,7 +344,7 @@ def test_a_shard_index_path_that_cannot_hold_one_is_refused_naming_it(tmp_path):
     with pytest.raises(packread.errors.PackreadIsADirectoryError, match=re.escape(str(folder))):
         packread.HDF5Reader(paths, NAMES, shard_index=folder)
     missing = tmp_path / "no_such_folder" / "index.json"
-    with pytest.raises(PackreadFileNotFoundError, match="no_such_folder.*does not exist"):
+    with pytest.raises(PackreadFileNotFoundError, match=r"no_such_folder.*does not exist"):
         packread.HDF5Reader(paths, NAMES, shard_index=missing)
     readonly = tmp_path / "ro"
     readonly.mkdir()

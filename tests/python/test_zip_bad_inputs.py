@@ -883,7 +883,7 @@ def test_zip_truncated_after_open(tmp_path, cut, verify_crc):
         assert failures == 6
 
 
-# BAD_INPUTS 34, 49
+# BAD_INPUTS 34, 68
 @pytest.mark.parametrize("verify_crc", [True, False])
 def test_zip_rewritten_in_place_after_open(tmp_path, verify_crc):
     path = tmp_path / "t.zip"

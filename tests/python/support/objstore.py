@@ -675,7 +675,9 @@ class VersionedHttp:
                     return self._answer(200, headers, data)
                 first, _, last = spec[6:].partition("-")
                 n = len(data)
-                start, end = (n - int(last), n - 1) if first == "" else (int(first), int(last or n - 1))
+                start, end = (
+                    (n - int(last), n - 1) if first == "" else (int(first), int(last or n - 1))
+                )
                 start, end = max(0, start), min(end, n - 1)
                 if start > end:
                     return self._answer(416, {**headers, "Content-Range": f"bytes */{n}"})
