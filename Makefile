@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 export VIRTUAL_ENV := $(VENV_ABS)
 export PATH := $(VENV_ABS)/bin:$(PATH)
 
-.PHONY: all demo test rust-test py-test py-test-slow lint bench bench-images bench-loaders bench-shards bench-remote bench-jpeg bench-peers bench-wheel develop lock clean \
+.PHONY: all demo test rust-test py-test py-test-slow lint bench bench-images bench-loaders bench-shards bench-remote bench-jpeg bench-peers bench-wheel bench-builds develop lock clean \
 	wheel wheel-test sdist-test compat-test docs \
 	fuzz fuzz-build fuzz-long fuzz-seeds fuzz-tools fuzz-files fuzz-files-long miri
 
@@ -169,6 +169,23 @@ bench-loaders: develop bench-peers
 # round (benches/bench_wheel.py).
 bench-wheel: develop wheel
 	$(PY) benches/bench_wheel.py dist/*.whl
+
+# This checkout against the build of an earlier commit, BASE (a commit or tag; HEAD~1 by
+# default), on the paths changes touch (benches/bench_builds.py), alternated round by round.
+# BASE's extension is built once in a worktree under .bench/builds/<commit>, in a target
+# directory of its own beside the usual one: cargo takes a build script compiled for one
+# checkout as fresh for another whose build.rs is older (the same unit, by name).
+BASE ?= HEAD~1
+bench-builds: develop
+	@base=$$(git rev-parse --short $(BASE)); dir=.bench/builds/$$base; \
+	if [ ! -f $$dir/python/packread/_packread.abi3.so ]; then \
+		rm -rf $$dir; git worktree prune; git worktree add -f --detach $$dir $$base; \
+		(cd $$dir && CARGO_TARGET_DIR="$${CARGO_TARGET_DIR:-$(CURDIR)/target}/bench-builds" \
+			maturin build --release --quiet --out dist); \
+		$(PY) -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract('packread/_packread.abi3.so', sys.argv[2])" \
+			$$(ls $$dir/dist/packread-*.whl) $$dir/python; \
+	fi; \
+	$(PY) benches/bench_builds.py --build $$base=$$dir/python --build HEAD=python $(BENCH_BUILDS_ARGS)
 
 # The JPEG decoder choice (benches/jpeg.rs): libjpeg-turbo against zune-jpeg, and packread's
 # decode + crop, on the image benchmark's photos, written here first.

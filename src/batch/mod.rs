@@ -408,19 +408,23 @@ fn check_parts_agree(whole: &dyn Index, part: &dyn Index, arrays: &[usize]) -> R
 /// Runs the plans of a batch's parts as one (see [`execute_plans`]), then checks that no file
 /// read changed meanwhile ([`Source::verify`]).
 fn run_plans(planned: Vec<Planned<'_>>, arrays: &[usize], outs: &mut [&mut [u8]]) -> Result<()> {
-    let indexes: Vec<&dyn Index> = planned.iter().map(|p| p.index).collect();
+    let sources: Vec<&dyn Source> = planned.iter().map(|p| p.index.source()).collect();
     let result = execute_plans(planned, arrays, outs);
-    verified(indexes.iter().map(|i| i.source()), result)
+    verified(&sources, result)
 }
+
+/// Sources checked one after another at most; more (a batch over many shards) are checked in
+/// parallel on the pool, as their reads were (each check is a `stat` of a file).
+const VERIFIED_IN_SERIES: usize = 8;
 
 /// `result`, unless a file the batch read changed under it: then that error, which is the
 /// cause of any other (bytes of another file read against this one's metadata).
-fn verified<'a>(
-    sources: impl IntoIterator<Item = &'a dyn Source>,
-    result: Result<()>,
-) -> Result<()> {
-    for source in sources {
-        source.verify()?;
+fn verified(sources: &[&dyn Source], result: Result<()>) -> Result<()> {
+    if sources.len() <= VERIFIED_IN_SERIES {
+        sources.iter().try_for_each(|s| s.verify())?;
+    } else {
+        use rayon::prelude::*;
+        sources.par_iter().try_for_each(|s| s.verify())?;
     }
     result
 }
@@ -584,5 +588,5 @@ pub fn run_extents(
         exec::execute(source, extents, outs, faults)
     })
     .map_err(|f| locate(f.extent, f.error));
-    verified([source], result)
+    verified(&[source], result)
 }

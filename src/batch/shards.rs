@@ -311,11 +311,14 @@ impl Index for Shards {
         self.lock().max
     }
 
-    /// Whether the shards are objects in object storage (every shard is of one kind: the
-    /// open ones tell).
+    /// Whether the shards are objects in object storage (every shard is of one kind: an open
+    /// one tells).
     fn waits(&self) -> bool {
         let open = self.lock();
-        open.shards.values().any(|(index, _)| index.waits())
+        open.shards
+            .values()
+            .next()
+            .is_some_and(|(index, _)| index.waits())
     }
 
     fn locate(&self, _tag: Tag, error: Error) -> Error {
