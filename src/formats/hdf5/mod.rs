@@ -322,13 +322,14 @@ impl Hdf5File {
             // Local files and objects are opened through packread's own driver (driver.c
             // says why); a file in memory as an image libhdf5 reads in place.
             let (id, image, name) = match &source {
-                // SAFETY (both): HDF5 lock held; the LibraryHandle keeps the file, and the
-                // name, alive until after libhdf5's file is closed.
                 Backing::File(f) => {
+                    // SAFETY: HDF5 lock held; the LibraryHandle keeps the file, and the name,
+                    // alive until after libhdf5's file is closed.
                     let (id, name) = unsafe { driver::open(&location, &location, &**f)? };
                     (id, None, Some(name))
                 }
                 Backing::Remote(r) => {
+                    // SAFETY: as for a local file.
                     let (id, name) = unsafe { driver::open(&location, &location, &**r)? };
                     (id, None, Some(name))
                 }
