@@ -120,7 +120,7 @@ fn bench_storage(c: &mut Criterion, name: &str, storage: Storage, data: &[u8]) {
     let h5 = hdf5_metno::File::open(&path).expect("open with hdf5");
     let ds = h5.dataset("images").expect("dataset");
     let reader = Hdf5File::open(
-        path.clone(),
+        packread::source::local(path.clone()).expect("open"),
         Selection::Names(vec!["images".into()]),
         CACHE_BYTES,
         None,

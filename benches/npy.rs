@@ -98,7 +98,7 @@ fn bench_open(c: &mut Criterion) {
     group.bench_function("1000_small_files", |b| {
         b.iter_batched(
             || paths.clone(),
-            |p| NpyIndex::open(p, &limits, None).expect("open"),
+            |p| NpyIndex::open_paths(p, &limits, None).expect("open"),
             BatchSize::LargeInput,
         )
     });
@@ -111,7 +111,7 @@ fn bench_read_batch(c: &mut Criterion) {
     let dict = "{'descr': '|u1', 'fortran_order': False, 'shape': (3, 256, 256), }";
     let paths = write_files(dir.path(), dict, &data, SAMPLE_BYTES);
     warm(&paths);
-    let set = NpyIndex::open(paths.clone(), &Limits::default(), None).expect("open");
+    let set = NpyIndex::open_paths(paths.clone(), &Limits::default(), None).expect("open");
     assert_eq!(set.sample_bytes(), SAMPLE_BYTES);
     let offset = std::fs::metadata(&paths[0]).unwrap().len() - SAMPLE_BYTES as u64;
 

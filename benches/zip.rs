@@ -21,11 +21,11 @@ use std::time::Duration;
 use common::{as_i64, warm, Samples, XorShift, BATCH, SAMPLES, SAMPLE_BYTES};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use libdeflater::{CompressionLvl, Compressor, Decompressor};
-use packread::batch::source::SharedFile;
 use packread::batch::{self, pool};
 use packread::dtype::literal::Literal;
 use packread::dtype::DType;
 use packread::formats::zip::{SamplePayload, ZipIndex, ZipLimits, ZipSamples};
+use packread::source;
 
 const STORED: u16 = 0;
 const DEFLATED: u16 = 8;
@@ -150,7 +150,11 @@ fn bench_open(c: &mut Criterion) {
     );
     warm(&[&path]);
     // The archive is what it should be: every member indexed, in order, data where written.
-    let index = ZipIndex::open(path.clone(), ZipLimits::default()).expect("open");
+    let index = ZipIndex::open(
+        source::local(path.clone()).expect("open"),
+        ZipLimits::default(),
+    )
+    .expect("open");
     assert_eq!(index.len(), MEMBERS);
     for i in [0, 1, MEMBERS / 2, MEMBERS - 1] {
         assert_eq!(index.members()[i].name(), format!("train/{i:06}.txt"));
@@ -169,7 +173,13 @@ fn bench_open(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(4))
         .throughput(Throughput::Elements(MEMBERS as u64));
     group.bench_function("100000_tiny_members", |b| {
-        b.iter(|| ZipIndex::open(black_box(path.clone()), ZipLimits::default()).expect("open"))
+        b.iter(|| {
+            ZipIndex::open(
+                source::local(black_box(path.clone())).expect("open"),
+                ZipLimits::default(),
+            )
+            .expect("open")
+        })
     });
     group.finish();
 }
@@ -231,8 +241,8 @@ fn archive(method: u16) -> Archive {
 }
 
 /// Every member of the archive at `path` as a sample of `SAMPLE_BYTES` raw bytes.
-fn raw_samples(path: &std::path::Path, limits: ZipLimits) -> ZipSamples<SharedFile> {
-    let index = ZipIndex::open(path.to_path_buf(), limits).expect("open");
+fn raw_samples(path: &std::path::Path, limits: ZipLimits) -> ZipSamples {
+    let index = ZipIndex::open(source::local(path).expect("open"), limits).expect("open");
     let members = (0..index.len()).collect();
     let payload = SamplePayload::Raw {
         dtype: DType::from_descr(Literal::Str("|u1".into())).expect("u1"),

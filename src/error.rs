@@ -11,6 +11,9 @@ pub enum ErrorKind {
     Io,
     /// A file changed size or kind since the reader opened it.
     Changed,
+    /// A read past the end of data held whole (in memory): the data is shorter than its
+    /// format's structure says. Formats report it as their own damage ([`Error::as_damage`]).
+    PastEnd,
     /// Malformed NPY header or data.
     NpyFormat,
     /// Malformed ZIP structure, CRC mismatch, corrupt deflate stream.
@@ -92,6 +95,15 @@ impl Error {
     /// The kind of an OS-level failure, if there was one.
     pub fn io_kind(&self) -> Option<io::ErrorKind> {
         self.io.as_ref().map(io::Error::kind)
+    }
+
+    /// This error, a read past the end of data held whole ([`ErrorKind::PastEnd`]) becoming
+    /// damage of the format reading it (`kind`: `BadZip`, `Hdf5`, `NpyFormat`, ...).
+    pub fn as_damage(self, kind: ErrorKind) -> Self {
+        if self.kind == ErrorKind::PastEnd {
+            return Error { kind, ..self };
+        }
+        self
     }
 
     /// Replaces the location, e.g. to add the member or dataset a format knows about.

@@ -7,7 +7,8 @@
 //! - [`formats`]: the indexes (NPY, NPZ, ZIP, HDF5).
 //! - [`codec`]: the decoders, pure functions from stored bytes to a sample's bytes.
 //! - [`dtype`]: element types, as numpy describes them.
-//! - [`remote`]: objects in S3, GCS, Azure and HTTP(S) as a byte source, read by merged,
+//! - [`source`]: where bytes come from, one trait object ([`source::Source`]): local files,
+//!   memory, and (in [`remote`]) objects in S3, GCS, Azure and HTTP(S), read by merged,
 //!   parallel ranged requests.
 //!
 //! The core has no Python in it; `src/py` (feature `python`) is the binding layer.
@@ -24,6 +25,7 @@ pub mod error;
 pub mod formats;
 pub mod order;
 pub mod remote;
+pub mod source;
 
 #[cfg(feature = "python")]
 mod py;

@@ -9,7 +9,12 @@ use packread::batch::{self, Index};
 use packread::formats::npy::{self, Limits, NpyIndex};
 use packread::formats::npz::{self, Content, NpzIndex};
 use packread::formats::zip::{SamplePayload, ZipIndex, ZipLimits, ZipSamples};
+use packread::source::{self, memory};
 use packread::ErrorKind;
+
+fn local(path: PathBuf) -> Arc<dyn packread::source::Source> {
+    source::local(path).unwrap()
+}
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -26,7 +31,7 @@ fn f4_bytes(values: impl IntoIterator<Item = f32>) -> Vec<u8> {
 #[test]
 fn npy_set_reads_rows_in_order_with_duplicates_and_negatives() {
     let path = fixture("f4_3x4.npy");
-    let set = NpyIndex::open(vec![path.clone(), path], &Limits::default(), None).unwrap();
+    let set = NpyIndex::open_paths(vec![path.clone(), path], &Limits::default(), None).unwrap();
     assert_eq!(set.sample_shape(), &[3, 4]);
     assert_eq!(set.sample_bytes(), 48);
     let mut out = vec![0u8; 3 * 48];
@@ -40,7 +45,7 @@ fn npy_set_reads_rows_in_order_with_duplicates_and_negatives() {
 
 #[test]
 fn npy_fortran_file_is_read_in_c_order_by_the_reader() {
-    let set = NpyIndex::open(
+    let set = NpyIndex::open_paths(
         vec![fixture("i8be_fortran_2x3.npy")],
         &Limits::default(),
         None,
@@ -51,18 +56,11 @@ fn npy_fortran_file_is_read_in_c_order_by_the_reader() {
     let want: Vec<u8> = (0..6i64).flat_map(i64::to_be_bytes).collect();
     assert_eq!(out, want);
     // A whole-file load keeps the stored (Fortran) layout, as numpy.load does.
-    let (header, stamp, start) =
-        npy::read_file_start(&fixture("i8be_fortran_2x3.npy"), &Limits::default()).unwrap();
+    let file = source::local(fixture("i8be_fortran_2x3.npy")).unwrap();
+    let (header, start) = npy::read_start(&*file, &Limits::default()).unwrap();
     assert!(header.fortran_order);
     let mut whole = vec![0u8; header.data_len];
-    npy::read_file_data(
-        &fixture("i8be_fortran_2x3.npy"),
-        &header,
-        stamp,
-        &start,
-        &mut whole,
-    )
-    .unwrap();
+    npy::read_data(&file, &header, &start, &mut whole).unwrap();
     let stored: Vec<u8> = [0i64, 3, 1, 4, 2, 5]
         .into_iter()
         .flat_map(i64::to_be_bytes)
@@ -72,7 +70,7 @@ fn npy_fortran_file_is_read_in_c_order_by_the_reader() {
 
 #[test]
 fn npy_set_refuses_files_that_disagree() {
-    let e = NpyIndex::open(
+    let e = NpyIndex::open_paths(
         vec![fixture("f4_3x4.npy"), fixture("i8be_fortran_2x3.npy")],
         &Limits::default(),
         None,
@@ -80,14 +78,14 @@ fn npy_set_refuses_files_that_disagree() {
     .err()
     .unwrap();
     assert_eq!(e.kind(), ErrorKind::Inconsistent);
-    assert!(NpyIndex::open(vec![fixture("raw.zip")], &Limits::default(), None).is_err());
+    assert!(NpyIndex::open_paths(vec![fixture("raw.zip")], &Limits::default(), None).is_err());
 }
 
 // --- ZIP ---------------------------------------------------------------------------------------
 
 #[test]
 fn zip_members_stored_and_deflated_are_read_and_crc_checked() {
-    let index = Arc::new(ZipIndex::open(fixture("raw.zip"), ZipLimits::default()).unwrap());
+    let index = Arc::new(ZipIndex::open(local(fixture("raw.zip")), ZipLimits::default()).unwrap());
     let names: Vec<&str> = index.members().iter().map(|m| m.name()).collect();
     assert_eq!(names, ["a.raw", "b.raw"]);
     let a: Vec<u8> = (0..64).collect();
@@ -111,20 +109,23 @@ fn zip_members_stored_and_deflated_are_read_and_crc_checked() {
 }
 
 #[test]
-fn zip_from_bytes_and_damage() {
+fn zip_in_memory_and_damage() {
     let raw = std::fs::read(fixture("raw.zip")).unwrap();
-    let index = ZipIndex::from_bytes("raw.zip", &raw, ZipLimits::default()).unwrap();
+    let index = ZipIndex::open(memory("raw.zip", raw.clone()), ZipLimits::default()).unwrap();
     assert_eq!(index.read(0).unwrap(), (0..64).collect::<Vec<u8>>());
     // Cut off the end record: not a ZIP any more.
-    let e = ZipIndex::from_bytes("cut.zip", &raw[..raw.len() - 10], ZipLimits::default())
-        .err()
-        .unwrap();
+    let e = ZipIndex::open(
+        memory("cut.zip", raw[..raw.len() - 10].to_vec()),
+        ZipLimits::default(),
+    )
+    .err()
+    .unwrap();
     assert_eq!(e.kind(), ErrorKind::BadZip);
     // Flip a stored data byte: the CRC-32 catches it.
     let mut bad = raw.clone();
     let at = bad.windows(3).position(|w| w == [10, 11, 12]).unwrap();
     bad[at] ^= 0xFF;
-    let index = ZipIndex::from_bytes("bad.zip", &bad, ZipLimits::default()).unwrap();
+    let index = ZipIndex::open(memory("bad.zip", bad), ZipLimits::default()).unwrap();
     let e = index.read(0).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::BadZip);
     assert!(e.to_string().contains("CRC-32"), "{e}");
@@ -132,7 +133,8 @@ fn zip_from_bytes_and_damage() {
 
 #[test]
 fn zip_npy_members_read_in_place_and_checked_against_the_sample_type() {
-    let index = Arc::new(ZipIndex::open(fixture("sample.npz"), ZipLimits::default()).unwrap());
+    let index =
+        Arc::new(ZipIndex::open(local(fixture("sample.npz")), ZipLimits::default()).unwrap());
     let i = index.position("image.npy").unwrap();
     let header = index.npy_header(i).unwrap().unwrap();
     assert_eq!(header.shape, vec![2, 3, 4]);
@@ -183,7 +185,7 @@ fn npz_set_reads_stored_and_deflated_files_alike() {
 #[test]
 fn npz_whole_archive_load() {
     for name in ["sample.npz", "sample_deflated.npz"] {
-        let index = ZipIndex::open(fixture(name), ZipLimits::default()).unwrap();
+        let index = ZipIndex::open(local(fixture(name)), ZipLimits::default()).unwrap();
         let contents = npz::contents(&index).unwrap();
         let arrays: Vec<&Content> = contents.iter().collect();
         let mut img = vec![0u8; 24];
@@ -210,7 +212,7 @@ mod hdf5 {
     }
 
     fn h5(name: &str, selection: Selection) -> Hdf5File {
-        Hdf5File::open(fixture(name), selection, 1 << 20, None).unwrap()
+        Hdf5File::open(local(fixture(name)), selection, 1 << 20, None).unwrap()
     }
 
     #[test]
@@ -251,7 +253,7 @@ mod hdf5 {
     #[test]
     fn hdf5_selection_errors() {
         let open = |s| {
-            Hdf5File::open(fixture("h5py.h5"), s, 0, None)
+            Hdf5File::open(local(fixture("h5py.h5")), s, 0, None)
                 .err()
                 .unwrap()
         };

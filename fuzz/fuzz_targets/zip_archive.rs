@@ -12,7 +12,8 @@ fuzz_target!(|data: &[u8]| {
         max_member_bytes: 1 << 20,
         ..ZipLimits::default()
     };
-    let Ok(index) = ZipIndex::from_bytes("fuzz.zip", data, limits) else {
+    let source = packread::source::memory("fuzz.zip", data.to_vec());
+    let Ok(index) = ZipIndex::open(source, limits) else {
         return;
     };
     for i in 0..index.len().min(64) {

@@ -5,10 +5,10 @@ use std::cell::RefCell;
 
 use rayon::prelude::*;
 
-use super::source::{Coalesce, Source};
 pub use super::tiling::Piece;
 use crate::codec::{inflate_stream, Faults, Pipeline};
 use crate::error::{Error, ErrorKind};
+use crate::source::{Coalesce, Files};
 
 /// Raw reads larger than this are split so that several threads share one big sample.
 const SPLIT_BYTES: usize = 4 << 20;
@@ -31,7 +31,7 @@ pub enum Dest {
 /// One unit of work: a byte range of a file, how it is encoded, and where it lands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Extent {
-    /// Which file of the [`Source`].
+    /// Which file of the [`Files`].
     pub file: u32,
     /// Byte offset in the file where the stored bytes start.
     pub offset: u64,
@@ -235,9 +235,9 @@ struct Task<'o> {
 /// thread when the batch runs inline ([`crate::batch::pool::is_inline`]), filling `outs`. Bytes that
 /// fail to decode are reported with the format's own `faults` (malformed NPY, bad ZIP, bad
 /// HDF5 chunk); errors name the file they came from. A source that wants reads merged
-/// ([`Source::coalesce`]) is read one group of nearby extents at a time.
+/// ([`Files::coalesce`]) is read one group of nearby extents at a time.
 pub(crate) fn execute(
-    source: &dyn Source,
+    source: &dyn Files,
     extents: &[Extent],
     outs: &mut [&mut [u8]],
     faults: Faults,
@@ -268,7 +268,7 @@ pub(crate) fn execute(
     let one = |t: Task<'_>| {
         let e = &extents[t.extent];
         run(source, e, t.start, t.target, faults)
-            .map_err(|error| failed(source, e, t.extent, error))
+            .map_err(|error| failed(source, e, t.extent, error, faults))
     };
     if tasks.len() <= 1 || crate::batch::pool::is_inline() {
         tasks.into_iter().try_for_each(one)
@@ -277,8 +277,10 @@ pub(crate) fn execute(
     }
 }
 
-/// The failure of extent `i`, its error naming the extent's file unless it names a place.
-fn failed(source: &dyn Source, e: &Extent, i: usize, error: Error) -> Failure {
+/// The failure of extent `i`, its error naming the extent's file unless it names a place; a
+/// read past the end of data held whole is the format's damage (`faults`).
+fn failed(source: &dyn Files, e: &Extent, i: usize, error: Error, faults: Faults) -> Failure {
+    let error = error.as_damage(faults.corrupt);
     let error = if error.location().is_empty() {
         error.at(source.name(e.file))
     } else {
@@ -322,7 +324,7 @@ pub(crate) fn coalesce(extents: &[Extent], c: Coalesce) -> Vec<Vec<usize>> {
 /// [`execute`] for a source that merges reads: each group of [`coalesce`] is one task, one
 /// read of the group's span, and its extents decode from those bytes.
 fn execute_grouped(
-    source: &dyn Source,
+    source: &dyn Files,
     extents: &[Extent],
     targets: Vec<Target<'_>>,
     faults: Faults,
@@ -354,7 +356,7 @@ fn execute_grouped(
     let fetched = source.read_ranges(&spans);
     let one = |(group, bytes): (Vec<(usize, Target<'_>)>, Result<bytes::Bytes, Error>)| {
         let first = &extents[group[0].0];
-        let bytes = bytes.map_err(|error| failed(source, first, group[0].0, error))?;
+        let bytes = bytes.map_err(|error| failed(source, first, group[0].0, error, faults))?;
         let held = Held {
             source,
             file: first.file,
@@ -363,7 +365,8 @@ fn execute_grouped(
         };
         for (i, target) in group {
             let e = &extents[i];
-            run(&held, e, 0, target, faults).map_err(|error| failed(source, e, i, error))?;
+            run(&held, e, 0, target, faults)
+                .map_err(|error| failed(source, e, i, error, faults))?;
         }
         Ok(())
     };
@@ -377,13 +380,13 @@ fn execute_grouped(
 
 /// A group's bytes, fetched by one read of `source`, served to its extents.
 struct Held<'a> {
-    source: &'a dyn Source,
+    source: &'a dyn Files,
     file: u32,
     start: u64,
     bytes: &'a [u8],
 }
 
-impl Source for Held<'_> {
+impl Files for Held<'_> {
     fn read_at(&self, file: u32, offset: u64, buf: &mut [u8]) -> Result<(), Error> {
         let at = offset
             .checked_sub(self.start)
@@ -412,7 +415,7 @@ impl Source for Held<'_> {
 }
 
 fn run(
-    source: &dyn Source,
+    source: &dyn Files,
     e: &Extent,
     start: usize,
     target: Target<'_>,
@@ -522,7 +525,7 @@ mod tests {
         coalesce: Option<Coalesce>,
     }
 
-    impl Source for Counting {
+    impl Files for Counting {
         fn read_at(&self, file: u32, offset: u64, buf: &mut [u8]) -> Result<(), Error> {
             self.reads.fetch_add(1, Ordering::Relaxed);
             let bytes = &self.files[file as usize];

@@ -2,21 +2,20 @@
 //! batches for all of them.
 //!
 //! An index knows its samples and arrays, and for given rows plans where each piece of a
-//! sample is stored and how it is encoded (an [`Extent`]: a byte range of a file of its
-//! [`Source`], a decode [`Pipeline`](crate::codec::Pipeline) and a place in an output). The
+//! sample is stored and how it is encoded (an [`Extent`]: a byte range of one of its
+//! [`Files`], a decode [`Pipeline`](crate::codec::Pipeline) and a place in an output). The
 //! flow around that is written once, here: rows are resolved ([`Rows`]), the outputs checked,
 //! the plan executed on the pool (`exec`) with every write proven disjoint, already-decoded
 //! bytes copied in, and a failure labelled with the file, member or chunk it came from.
 //!
 //! Adding a format is one implementation of [`Index`]; adding a place bytes come from, one
-//! implementation of [`Source`]. README "Adding a format" walks through it.
+//! implementation of [`crate::source::Source`]. README "Adding a format" walks through it.
 
 mod exec;
 mod parts;
 pub mod pending;
 pub mod pool;
 pub mod shards;
-pub mod source;
 pub mod tiling;
 
 use std::sync::Arc;
@@ -27,7 +26,8 @@ use crate::error::{Error, ErrorKind, Result};
 pub use exec::{Dest, Extent, Piece};
 pub use parts::Part;
 pub use pool::Work;
-pub use source::Source;
+
+use crate::source::{Coalesce, Files};
 
 /// One array every sample of an index holds: its name, element type and per-sample shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,28 +152,37 @@ pub(crate) const STAGED_NAME: &str = "<staged bytes>";
 /// Reads staged bytes: a read past them is a planning error, not bad input (the index
 /// planned these very bytes).
 pub(crate) fn read_staged(staged: &[u8], offset: u64, buf: &mut [u8]) -> Result<()> {
-    source::MemorySource {
-        name: STAGED_NAME,
-        bytes: staged,
-    }
-    .read_at(0, offset, buf)
-    .map_err(|e| Error::new(ErrorKind::Internal, "", e.to_string()))
+    let src = usize::try_from(offset)
+        .ok()
+        .and_then(|start| staged.get(start..start.checked_add(buf.len())?))
+        .ok_or_else(|| {
+            Error::new(
+                ErrorKind::Internal,
+                STAGED_NAME,
+                format!(
+                    "internal planning error: {} bytes at offset {offset} past the staged bytes",
+                    buf.len()
+                ),
+            )
+        })?;
+    buf.copy_from_slice(src);
+    Ok(())
 }
 
-/// An index's source with a plan's staged bytes beside it, as file [`STAGED_FILE`].
+/// An index's files with a plan's staged bytes beside them, as file [`STAGED_FILE`].
 pub struct WithStaged<'a> {
-    base: &'a dyn Source,
+    base: &'a dyn Files,
     staged: &'a [u8],
 }
 
 impl<'a> WithStaged<'a> {
     /// `base`, with `staged` as file [`STAGED_FILE`].
-    pub fn new(base: &'a dyn Source, staged: &'a [u8]) -> WithStaged<'a> {
+    pub fn new(base: &'a dyn Files, staged: &'a [u8]) -> WithStaged<'a> {
         WithStaged { base, staged }
     }
 }
 
-impl Source for WithStaged<'_> {
+impl Files for WithStaged<'_> {
     fn read_at(&self, file: u32, offset: u64, buf: &mut [u8]) -> Result<()> {
         if file != STAGED_FILE {
             return self.base.read_at(file, offset, buf);
@@ -189,8 +198,12 @@ impl Source for WithStaged<'_> {
         }
     }
 
-    fn coalesce(&self) -> Option<source::Coalesce> {
+    fn coalesce(&self) -> Option<Coalesce> {
         self.base.coalesce()
+    }
+
+    fn waits(&self) -> bool {
+        self.base.waits()
     }
 }
 
@@ -222,8 +235,8 @@ pub trait Index: Send + Sync {
     /// The error kinds bytes that do not decode are reported as.
     fn faults(&self) -> Faults;
 
-    /// Where the extents of a plan read their bytes from.
-    fn source(&self) -> &dyn Source;
+    /// The files the extents of a plan read their bytes from.
+    fn files(&self) -> &dyn Files;
 
     /// What reading `rows` of `arrays` costs (tiny reads run on the caller's thread).
     fn work(&self, rows: usize, arrays: &[usize]) -> Work;
@@ -267,7 +280,7 @@ pub trait Index: Send + Sync {
 
     /// Whether reads wait on the network (object storage): such a batch never runs inline.
     fn waits(&self) -> bool {
-        self.source().coalesce().is_some()
+        self.files().waits()
     }
 
     /// Fills output `out` (of rows `rows`) as a [`Plan::deferred`] entry tagged `tag` asked.
@@ -406,9 +419,9 @@ fn check_parts_agree(whole: &dyn Index, part: &dyn Index, arrays: &[usize]) -> R
 }
 
 /// Runs the plans of a batch's parts as one (see [`execute_plans`]), then checks that no file
-/// read changed meanwhile ([`Source::verify`]).
+/// read changed meanwhile ([`Files::verify`]).
 fn run_plans(planned: Vec<Planned<'_>>, arrays: &[usize], outs: &mut [&mut [u8]]) -> Result<()> {
-    let sources: Vec<&dyn Source> = planned.iter().map(|p| p.index.source()).collect();
+    let sources: Vec<&dyn Files> = planned.iter().map(|p| p.index.files()).collect();
     let result = execute_plans(planned, arrays, outs);
     verified(&sources, result)
 }
@@ -419,7 +432,7 @@ const VERIFIED_IN_SERIES: usize = 8;
 
 /// `result`, unless a file the batch read changed under it: then that error, which is the
 /// cause of any other (bytes of another file read against this one's metadata).
-fn verified(sources: &[&dyn Source], result: Result<()>) -> Result<()> {
+fn verified(sources: &[&dyn Files], result: Result<()>) -> Result<()> {
     if sources.len() <= VERIFIED_IN_SERIES {
         sources.iter().try_for_each(|s| s.verify())?;
     } else {
@@ -463,8 +476,7 @@ fn execute_plans(
             extents.push(match part.at {
                 None => e,
                 Some(at) => {
-                    let file =
-                        files.number(p, e.file, part.index.source(), staged[p].as_deref())?;
+                    let file = files.number(p, e.file, part.index.files(), staged[p].as_deref())?;
                     parts::place_extent(e, file, &row_bytes, at, writes_scratch.contains(&i))?
                 }
             });
@@ -501,7 +513,7 @@ fn execute_plans(
             })?);
         }
         let with_staged;
-        let source: &dyn Source = if merged {
+        let source: &dyn Files = if merged {
             &files
         } else {
             match &staged[0] {
@@ -545,8 +557,8 @@ fn execute_plans(
     Ok(())
 }
 
-fn first_source<'a>(planned: &[Planned<'a>]) -> &'a dyn Source {
-    planned[0].index.source()
+fn first_source<'a>(planned: &[Planned<'a>]) -> &'a dyn Files {
+    planned[0].index.files()
 }
 
 /// A part's deferred fill: its rows gathered from their places in the batch, filled by its
@@ -576,7 +588,7 @@ fn fill_placed(
 /// Runs extents of `source` outside a batch (a whole member, a whole file) on the pool sized
 /// for `work`, labelling a failure through `locate`.
 pub fn run_extents(
-    source: &dyn Source,
+    source: &dyn Files,
     extents: &[Extent],
     outs: &mut [&mut [u8]],
     faults: Faults,

@@ -6,9 +6,9 @@
 use std::collections::HashMap;
 
 use super::exec::{Dest, Extent, Piece};
-use super::source::{Coalesce, Source};
 use super::{read_staged, Rows, STAGED_FILE, STAGED_NAME};
 use crate::error::{Error, ErrorKind, Result};
+use crate::source::{Coalesce, Files};
 
 /// Rows of one index read as part of a batch: a shard's rows, and where each lands.
 pub struct Part {
@@ -110,9 +110,9 @@ pub(crate) fn place_pieces(
     Ok(out)
 }
 
-/// Where a file of the merged plan is: a file of a part's source, or a part's staged bytes.
+/// Where a file of the merged plan is: a file of a part's files, or a part's staged bytes.
 enum File<'a> {
-    Of(&'a dyn Source, u32),
+    Of(&'a dyn Files, u32),
     Staged(&'a [u8]),
 }
 
@@ -126,13 +126,13 @@ pub(crate) struct PartFiles<'a> {
 }
 
 impl<'a> PartFiles<'a> {
-    /// The merged plan's number for `file` of part `part` (whose source is `source` and whose
+    /// The merged plan's number for `file` of part `part` (whose files are `source` and whose
     /// staged bytes are `staged`).
     pub(crate) fn number(
         &mut self,
         part: usize,
         file: u32,
-        source: &'a dyn Source,
+        source: &'a dyn Files,
         staged: Option<&'a [u8]>,
     ) -> Result<u32> {
         if let Some(&n) = self.numbers.get(&(part, file)) {
@@ -156,7 +156,7 @@ impl<'a> PartFiles<'a> {
     }
 }
 
-impl Source for PartFiles<'_> {
+impl Files for PartFiles<'_> {
     fn read_at(&self, file: u32, offset: u64, buf: &mut [u8]) -> Result<()> {
         match self.files.get(file as usize) {
             Some(File::Of(source, f)) => source.read_at(*f, offset, buf),

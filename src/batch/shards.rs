@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex};
 
 use super::parts::Part;
 use super::pool::Work;
-use super::source::Source;
 use super::{ArraySpec, Index, Plan, Rows, Tag};
 use crate::codec::Faults;
 use crate::error::{Error, ErrorKind, Result};
+use crate::source::Files;
 
 /// Opens shard `k` as an index of its format (with the options every shard shares).
 pub type Opener = Box<dyn Fn(usize) -> Result<Arc<dyn Index>> + Send + Sync>;
@@ -68,7 +68,7 @@ pub struct Shards {
 /// Stands in for a source: a sharded index's plans read from its shards' sources.
 struct NoFiles;
 
-impl Source for NoFiles {
+impl Files for NoFiles {
     fn read_at(&self, _file: u32, _offset: u64, _buf: &mut [u8]) -> Result<()> {
         Err(Error::new(
             ErrorKind::Internal,
@@ -249,7 +249,7 @@ impl Index for Shards {
         }
     }
 
-    fn source(&self) -> &dyn Source {
+    fn files(&self) -> &dyn Files {
         &NoFiles
     }
 

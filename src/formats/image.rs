@@ -23,7 +23,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::batch::pool::Work;
-use crate::batch::source::{FileSource, FileStamp, PathSet, Source};
 use crate::batch::{ArraySpec, Dest, Extent, Index, Plan, Rows, Tag, STAGED_FILE};
 use crate::codec::image::geometry::{Crop, Element, ImageSpec, Layout};
 use crate::codec::image::{ImageStep, SkipLog};
@@ -32,18 +31,19 @@ use crate::dtype::literal::Literal;
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::formats::zip::{Payload, ZipIndex, ZIP_FAULTS};
+use crate::source::{FileList, Files, Source, StampedPath};
 
 /// Where the encoded images are.
 pub enum ImageBytes {
     /// Members of one archive: sample `k` is member `members[k]`.
     Zip {
         /// The archive.
-        zip: Arc<ZipIndex<FileSource>>,
+        zip: Arc<ZipIndex>,
         /// Member positions, in sample order.
         members: Vec<usize>,
     },
-    /// Files, one image each.
-    Files(PathSet),
+    /// Files, one image each (opened for each read, checked against their stamps).
+    Files(FileList),
     /// Rows of an HDF5 dataset: variable-length bytes (h5py `vlen_dtype(uint8)`, PyTables
     /// `VLArray(UInt8Atom)`) or fixed-size rows of bytes (opaque `np.void`, uint8) holding an
     /// image and, after it, padding the decoders ignore.
@@ -128,10 +128,10 @@ impl ImageIndex {
                 (zip.location().to_string(), members.len())
             }
             ImageBytes::Files(set) => {
-                let n = set.paths().len();
-                let loc = match set.paths().first() {
-                    Some(p) if n > 1 => format!("{} (and {} more files)", p.display(), n - 1),
-                    Some(p) => p.display().to_string(),
+                let n = set.sources().len();
+                let loc = match set.sources().first() {
+                    Some(s) if n > 1 => format!("{} (and {} more files)", s.name(), n - 1),
+                    Some(s) => s.name().to_string(),
                     None => "<no files>".to_string(),
                 };
                 (loc, n)
@@ -187,19 +187,13 @@ impl ImageIndex {
     }
 
     /// Image files from `paths`, each checked to be a regular file now (its size and identity
-    /// kept: a file changed later is an error, not garbage).
-    pub fn files(paths: Vec<PathBuf>) -> Result<ImageBytes> {
-        let stamps = paths
-            .iter()
-            .map(|p| {
-                let f = crate::batch::source::open_regular(p)?;
-                let meta = f
-                    .metadata()
-                    .map_err(|e| Error::io(p.display().to_string(), e))?;
-                Ok(FileStamp::of(&meta))
-            })
+    /// kept: a file changed later is an error, not garbage; none is kept open).
+    pub fn image_files(paths: Vec<PathBuf>) -> Result<ImageBytes> {
+        let sources = paths
+            .into_iter()
+            .map(|p| Ok(Arc::new(StampedPath::stamped(p)?) as Arc<dyn Source>))
             .collect::<Result<Vec<_>>>()?;
-        Ok(ImageBytes::Files(PathSet::new(paths, stamps)))
+        Ok(ImageBytes::Files(FileList::new(sources)))
     }
 
     /// The samples' names (member names, or file paths).
@@ -247,8 +241,8 @@ impl ImageIndex {
 
     /// The size of image file `row`, refused over [`DEFAULT_MAX_FILE_BYTES`] (a file is read
     /// whole).
-    fn file_len(&self, set: &PathSet, row: usize) -> Result<u64> {
-        let len = set.stamp(row).len;
+    fn file_len(&self, set: &FileList, row: usize) -> Result<u64> {
+        let len = set.sources()[row].len();
         if len > self.max_file_bytes {
             return Err(Error::new(
                 ErrorKind::LimitExceeded,
@@ -411,12 +405,12 @@ impl ImageIndex {
         }
     }
 
-    fn source_of(&self) -> &dyn Source {
+    fn source_of(&self) -> &dyn Files {
         match &self.bytes {
-            ImageBytes::Zip { zip, .. } => zip.source(),
+            ImageBytes::Zip { zip, .. } => zip.files(),
             ImageBytes::Files(set) => set,
             #[cfg(feature = "hdf5")]
-            ImageBytes::Hdf5 { file, .. } => file.source(),
+            ImageBytes::Hdf5 { file, .. } => file.files(),
         }
     }
 
@@ -762,7 +756,7 @@ impl Index for ImageIndex {
         }
     }
 
-    fn source(&self) -> &dyn Source {
+    fn files(&self) -> &dyn Files {
         self.source_of()
     }
 

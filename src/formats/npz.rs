@@ -8,12 +8,12 @@ use std::sync::Arc;
 use arc_swap::ArcSwapOption;
 
 use crate::batch::pool::{self, Work};
-use crate::batch::source::{read_stamped, FileStamp, MemorySource, SharedFile, Source};
 use crate::batch::{ArraySpec, Extent, Index, Plan, Rows, Tag};
 use crate::codec::{Faults, NpyExpect};
 use crate::error::{Error, ErrorKind, Result};
 use crate::formats::npy::NpyHeader;
 use crate::formats::zip::{MemberData, NpyLayout, ZipIndex, ZipLimits, ZIP_FAULTS};
+use crate::source::{Files, LocalFile, Source, StampedPath};
 
 /// numpy stores array `k` as member `k.npy`.
 const SUFFIX: &str = ".npy";
@@ -34,9 +34,10 @@ impl NpzKey {
     }
 }
 
-/// Where one file's members for every key are, found the first time the file is read.
+/// Where one file's members for every key are, found the first time the file is read, and
+/// the file itself, opened for each read and checked against its stamp from then.
 struct FileEntry {
-    stamp: FileStamp,
+    file: StampedPath,
     members: Vec<MemberData>,
     /// Per key: the stored member's header, so that its array is read in place.
     layouts: Vec<Option<Arc<NpyLayout>>>,
@@ -68,7 +69,7 @@ impl NpzIndex {
                 "NpzReader needs at least one file",
             ));
         };
-        let index = ZipIndex::open(first.clone(), limits)?;
+        let (index, file) = open_archive(first, limits)?;
         let mut keys = Vec::new();
         for (i, m) in index.members().iter().enumerate() {
             let Some(name) = m.name().strip_suffix(SUFFIX) else {
@@ -109,7 +110,7 @@ impl NpzIndex {
             limits,
             threads,
         };
-        let entry = set.members_of(&index)?;
+        let entry = set.members_of(&index, file)?;
         set.entries[0].store(Some(entry));
         Ok(set)
     }
@@ -144,13 +145,13 @@ impl NpzIndex {
         if let Some(e) = self.entries[file].load_full() {
             return Ok(e);
         }
-        let index = ZipIndex::open(self.paths[file].clone(), self.limits)?;
-        let entry = self.members_of(&index)?;
+        let (index, stamped) = open_archive(&self.paths[file], self.limits)?;
+        let entry = self.members_of(&index, stamped)?;
         self.entries[file].store(Some(entry.clone()));
         Ok(entry)
     }
 
-    fn members_of(&self, index: &ZipIndex<SharedFile>) -> Result<Arc<FileEntry>> {
+    fn members_of(&self, index: &ZipIndex, file: StampedPath) -> Result<Arc<FileEntry>> {
         let members = self
             .keys
             .iter()
@@ -168,11 +169,19 @@ impl NpzIndex {
             .collect::<Result<Vec<_>>>()?;
         let (members, layouts) = members.into_iter().unzip();
         Ok(Arc::new(FileEntry {
-            stamp: index.source().stamp(),
+            file,
             members,
             layouts,
         }))
     }
+}
+
+/// The archive at `path` opened and its directory read, and the file as later reads open it
+/// (checked against its stamp from now: the descriptor is closed once the archive is indexed).
+fn open_archive(path: &std::path::Path, limits: ZipLimits) -> Result<(ZipIndex, StampedPath)> {
+    let file = LocalFile::open(path.to_path_buf())?;
+    let stamped = StampedPath::with_stamp(path.to_path_buf(), file.stamp());
+    Ok((ZipIndex::open(Arc::new(file), limits)?, stamped))
 }
 
 impl Index for NpzIndex {
@@ -192,7 +201,7 @@ impl Index for NpzIndex {
         ZIP_FAULTS
     }
 
-    fn source(&self) -> &dyn Source {
+    fn files(&self) -> &dyn Files {
         self
     }
 
@@ -253,7 +262,7 @@ impl Index for NpzIndex {
 
 /// The files of a batch, each checked against the stamp taken when it was indexed (every file
 /// a plan reads has been indexed by then).
-impl Source for NpzIndex {
+impl Files for NpzIndex {
     fn read_at(&self, file: u32, offset: u64, buf: &mut [u8]) -> Result<()> {
         let r = file as usize;
         let entry = self.entries[r].load_full().ok_or_else(|| {
@@ -263,7 +272,7 @@ impl Source for NpzIndex {
                 "internal planning error: a file read before it was indexed",
             )
         })?;
-        read_stamped(&self.paths[r], entry.stamp, offset, buf)
+        entry.file.read_at(offset, buf)
     }
 
     fn name(&self, file: u32) -> String {
@@ -320,12 +329,12 @@ fn expect(header: &NpyHeader, limits: &ZipLimits, keep_layout: bool) -> NpyExpec
 }
 
 /// What loading a whole archive costs (tiny archives load inline, see [`Work`]).
-pub fn load_work<S: Source>(index: &ZipIndex<S>) -> Work {
+pub fn load_work(index: &ZipIndex) -> Work {
     Work::new(index.len(), index.members().iter().map(|m| m.size()).sum())
 }
 
 /// Every member of an archive, in archive order, keyed as numpy keys them (`.npy` dropped).
-pub fn contents<S: Source>(index: &ZipIndex<S>) -> Result<Vec<Content>> {
+pub fn contents(index: &ZipIndex) -> Result<Vec<Content>> {
     pool::try_map(index.members(), |i, m| {
         let name = m.name();
         let key = name.strip_suffix(SUFFIX).unwrap_or(name).to_string();
@@ -343,7 +352,14 @@ pub fn contents<S: Source>(index: &ZipIndex<S>) -> Result<Vec<Content>> {
 
 /// Checks the CRC-32 of every stored array of an in-memory archive, which is then viewed in
 /// place rather than read through the executor (where the check would otherwise happen).
-pub fn verify_stored(index: &ZipIndex<MemorySource<'_>>, contents: &[Content]) -> Result<()> {
+pub fn verify_stored(index: &ZipIndex, contents: &[Content]) -> Result<()> {
+    let Some(all) = index.source().bytes() else {
+        return Err(Error::new(
+            ErrorKind::Internal,
+            index.location(),
+            "verify_stored is for archives in memory",
+        ));
+    };
     if !index.limits().verify_crc {
         return Ok(());
     }
@@ -351,7 +367,7 @@ pub fn verify_stored(index: &ZipIndex<MemorySource<'_>>, contents: &[Content]) -
         if let Content::Array { member, data, .. } = content {
             if data.is_stored() {
                 let start = data.data_start as usize;
-                let bytes = &index.source().bytes[start..start + data.size as usize];
+                let bytes = &all[start..start + data.size as usize];
                 if libdeflater::crc32(bytes) != data.crc32 {
                     return Err(Error::new(
                         ErrorKind::BadZip,
@@ -367,11 +383,7 @@ pub fn verify_stored(index: &ZipIndex<MemorySource<'_>>, contents: &[Content]) -
 
 /// Reads the arrays of `contents` (only `Content::Array` items) into `outs`, one each, in the
 /// layout they are stored in (as `numpy.load` returns them).
-pub fn read_arrays<S: Source>(
-    index: &ZipIndex<S>,
-    arrays: &[&Content],
-    outs: &mut [&mut [u8]],
-) -> Result<()> {
+pub fn read_arrays(index: &ZipIndex, arrays: &[&Content], outs: &mut [&mut [u8]]) -> Result<()> {
     let mut extents: Vec<Extent> = Vec::with_capacity(arrays.len());
     let mut members = Vec::with_capacity(arrays.len());
     for (slot, content) in arrays.iter().enumerate() {

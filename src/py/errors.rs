@@ -26,6 +26,9 @@ pub(super) fn to_py(py: Python<'_>, err: Error) -> PyErr {
             _ => "PackreadOSError",
         },
         ErrorKind::Changed => "PackreadOSError",
+        // A format reports it as its own damage; one that reaches Python unmapped is data
+        // shorter than it says, as a truncated file is.
+        ErrorKind::PastEnd => "PackreadOSError",
         ErrorKind::NpyFormat => "NpyFormatError",
         ErrorKind::BadZip => "BadZipError",
         ErrorKind::Hdf5 => "HDF5Error",

@@ -1,6 +1,5 @@
 //! Bindings for HDF5: `HDF5Reader`.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use numpy::{PyArrayDescr, PyReadonlyArray1};
@@ -12,48 +11,19 @@ use super::detached::Detached;
 use super::errors::{invalid_argument, to_py, IntoPyResult};
 use super::pending::{submit, PendingRead};
 use super::reader::Reader;
+use super::source::{opening, source_of};
 use crate::batch::pool::Work;
 use crate::batch::{Index, Rows};
 use crate::error::{Error, ErrorKind};
 use crate::formats::hdf5::{AttrValue, Hdf5File, RaggedBatch, Selection, VlenKind};
 
-/// Where the file comes from: a path (read in place or whole into memory) or its bytes.
-enum Origin {
-    Path(PathBuf),
-    Bytes(Arc<[u8]>),
-    Remote(Arc<crate::remote::RemoteFile>),
-}
-
-fn origin(py: Python<'_>, src: &Bound<'_, PyAny>) -> PyResult<Origin> {
-    if let Ok(remote) = src.cast::<super::remote::RemoteObject>() {
-        return Ok(Origin::Remote(remote.get().file.clone()));
-    }
-    if let Ok(path) = src.extract::<PathBuf>() {
-        return Ok(Origin::Path(path));
-    }
-    let bytes = src
-        .cast::<PyBytes>()
-        .map_err(|_| invalid_argument(py, "expected a path or bytes holding an HDF5 file"))?;
-    // Copied once: libhdf5 and the batch reads use it for the reader's whole life.
-    Ok(Origin::Bytes(Arc::from(bytes.as_bytes())))
-}
-
 /// Dataset names as UTF-8. A name with a lone surrogate (from `os.fsdecode` of bytes that are
 /// not UTF-8) cannot name anything in an HDF5 file: a missing dataset, not an encoding error.
-fn dataset_names(
-    py: Python<'_>,
-    origin: &Origin,
-    names: &[Bound<'_, PyString>],
-) -> PyResult<Vec<String>> {
+fn dataset_names(py: Python<'_>, at: &str, names: &[Bound<'_, PyString>]) -> PyResult<Vec<String>> {
     names
         .iter()
         .map(|n| {
             n.to_str().map(str::to_owned).map_err(|_| {
-                let at = match origin {
-                    Origin::Path(p) => p.display().to_string(),
-                    Origin::Bytes(_) => MEMORY_NAME.to_string(),
-                    Origin::Remote(r) => r.url().to_string(),
-                };
                 to_py(
                     py,
                     Error::new(
@@ -134,35 +104,15 @@ impl HDF5File {
         cache_bytes: usize,
         in_memory: bool,
     ) -> PyResult<Self> {
-        let origin = origin(py, src)?;
+        let source = source_of(py, src, MEMORY_NAME, in_memory)?;
         let selection = match datasets {
             None => Selection::All,
-            Some(names) => Selection::Names(dataset_names(py, &origin, &names)?),
+            Some(names) => Selection::Names(dataset_names(py, source.name(), &names)?),
         };
-        let remote = matches!(origin, Origin::Remote(_));
-        let open = move || {
-            let (name, bytes) = match origin {
-                Origin::Path(path) if in_memory => {
-                    let name = path.display().to_string();
-                    let bytes = crate::batch::source::read_whole(&path)?;
-                    (name, Arc::from(bytes))
-                }
-                Origin::Path(path) => {
-                    return Hdf5File::open(path, selection, cache_bytes, num_threads)
-                }
-                Origin::Bytes(bytes) => (MEMORY_NAME.to_string(), bytes),
-                Origin::Remote(file) => {
-                    return Hdf5File::open_remote(file, selection, cache_bytes, num_threads)
-                }
-            };
-            Hdf5File::open_memory(name, bytes, selection, cache_bytes, num_threads)
-        };
-        // Opening a remote file waits on requests: interruptible by Ctrl-C.
-        let file = if remote {
-            super::remote::interruptible(py, open)?
-        } else {
-            py.detach(open).py_err(py)?
-        };
+        let opened = source.clone();
+        let file = opening(py, &source, move || {
+            Hdf5File::open(opened, selection, cache_bytes, num_threads)
+        })?;
         let file = Arc::new(file);
         let reader = Py::new(py, Reader::new(py, file.clone())?)?;
         let dtypes = file

@@ -129,7 +129,7 @@ impl ImageFile {
                 file: h.file(),
                 dataset,
             },
-            (None, None) => py.detach(|| ImageIndex::files(paths)).py_err(py)?,
+            (None, None) => py.detach(|| ImageIndex::image_files(paths)).py_err(py)?,
         };
         let index =
             Arc::new(ImageIndex::new(bytes, names, spec, seed, skip, num_threads).py_err(py)?);
@@ -180,7 +180,7 @@ impl ImageFile {
         let slot: Arc<Mutex<Option<SizedBatch>>> = Arc::default();
         let (index, theirs) = (Arc::clone(&self.index), slot.clone());
         let mut work = Work::new(usize::MAX, u64::MAX);
-        if index.source().coalesce().is_some() {
+        if index.waits() {
             work = work.never_inline();
         }
         let read = submit(py, index.threads(), work, Vec::new(), move || {

@@ -13,6 +13,7 @@ mod pending;
 mod reader;
 mod remote;
 mod shards;
+mod source;
 mod zip;
 
 use pyo3::prelude::*;

@@ -10,7 +10,9 @@ use pyo3::types::PyTuple;
 use super::array::{empty, fresh_bytes, numpy_dtype, Outputs};
 use super::errors::IntoPyResult;
 use super::reader::Reader;
+use super::source::{opening, source_of};
 use crate::formats::npy::{self, Limits, NpyIndex};
+use crate::source::Source;
 
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load_npy_file, m)?)?;
@@ -26,25 +28,30 @@ fn limits(max_header_size: usize) -> Limits {
     }
 }
 
-/// Reads a whole `.npy` file into a new array (Fortran-ordered if the file is).
+/// Reads a whole `.npy` file into a new array (Fortran-ordered if the file is): from a path,
+/// an opened object, or a `uint8` view of bytes.
 #[pyfunction]
 #[pyo3(signature = (path, max_header_size = npy::DEFAULT_MAX_HEADER_BYTES))]
 fn load_npy_file<'py>(
     py: Python<'py>,
-    path: PathBuf,
+    path: &Bound<'py, PyAny>,
     max_header_size: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
     let limits = limits(max_header_size);
-    let (header, stamp, start) = py
-        .detach(|| npy::read_file_start(&path, &limits))
-        .py_err(py)?;
+    let source = source_of(py, path, "<buffer>", false)?;
+    let opened = source.clone();
+    let (header, start) = opening(py, &source, move || {
+        let read = npy::read_start(&*opened, &limits);
+        opened.opened();
+        read
+    })?;
     let dtype = numpy_dtype(py, &header.dtype)?;
     let arr = empty(py, &header.shape, &dtype, header.fortran_order)?;
     let out = Outputs::one(fresh_bytes(&arr)?);
     py.detach(move || {
         // SAFETY: `arr` is alive on this frame and nothing else knows it yet.
         let out = unsafe { out.into_slice() };
-        npy::read_file_data(&path, &header, stamp, &start, out)
+        npy::read_data(&source, &header, &start, out)
     })
     .py_err(py)?;
     Ok(arr)
@@ -88,7 +95,7 @@ fn open_npy(
 ) -> PyResult<Reader> {
     let limits = limits(max_header_size);
     let index = py
-        .detach(|| NpyIndex::open(paths, &limits, num_threads))
+        .detach(|| NpyIndex::open_paths(paths, &limits, num_threads))
         .py_err(py)?;
     Reader::new(py, Arc::new(index))
 }
@@ -138,8 +145,11 @@ fn open_npy_remote(
             .iter()
             .map(|f| (f.len(), f.stamp().etag.clone(), f.stamp().modified))
             .collect();
-        let files = files.into_iter().map(Arc::new).collect();
-        Ok::<_, crate::error::Error>((NpyIndex::open_remote(files, &limits, num_threads)?, stamps))
+        let sources = files
+            .into_iter()
+            .map(|f| Arc::new(f) as Arc<dyn Source>)
+            .collect();
+        Ok::<_, crate::error::Error>((NpyIndex::open(sources, &limits, num_threads)?, stamps))
     })?;
     Ok((Reader::new(py, Arc::new(index))?, stamps))
 }

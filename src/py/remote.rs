@@ -7,8 +7,8 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 
 use super::errors::{invalid_argument, IntoPyResult};
-use crate::batch::source::{FileSource, SharedFile};
 use crate::remote::{Caches, FirstRead, ObjectStamp, RemoteFile, StoreOptions};
+use crate::source::Source;
 
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RemoteObject>()?;
@@ -51,30 +51,6 @@ pub(super) fn interruptible<T: Send + 'static>(
                     "packread's open thread ended without a result",
                 ))
             }
-        }
-    }
-}
-
-/// Where a reader's file is: a local path, or an opened remote object.
-pub(super) enum Place {
-    Local(PathBuf),
-    Remote(Arc<RemoteFile>),
-}
-
-impl Place {
-    /// A `RemoteObject`, or anything that converts to a path.
-    pub(super) fn of(src: &Bound<'_, PyAny>) -> PyResult<Place> {
-        match src.cast::<RemoteObject>() {
-            Ok(r) => Ok(Place::Remote(r.get().file.clone())),
-            Err(_) => Ok(Place::Local(src.extract::<PathBuf>()?)),
-        }
-    }
-
-    /// The file, opened (a local one now; a remote one was opened by its `RemoteObject`).
-    pub(super) fn open(self) -> crate::error::Result<FileSource> {
-        match self {
-            Place::Local(p) => Ok(FileSource::Local(SharedFile::open(p)?)),
-            Place::Remote(r) => Ok(FileSource::Remote(r)),
         }
     }
 }

@@ -10,9 +10,8 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use super::array::{empty, fresh_bytes, numpy_dtype, Outputs, RawOut};
 use super::errors::{invalid_argument, IntoPyResult};
 use super::reader::Reader;
-use super::remote::Place;
+use super::source::{array_source, opening, source_of};
 use crate::batch::pool;
-use crate::batch::source::{FileSource, Source};
 use crate::batch::tiling::resolve_indices;
 use crate::dtype::literal::Literal;
 use crate::dtype::DType;
@@ -20,6 +19,7 @@ use crate::error::Error;
 use crate::formats::npy::Limits;
 use crate::formats::npz::{self, Content, NpzIndex};
 use crate::formats::zip::{SamplePayload, ZipIndex, ZipLimits, ZipSamples};
+use crate::source::LocalFile;
 
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ZipArchive>()?;
@@ -40,11 +40,7 @@ fn limits(verify_crc: bool, max_member_bytes: u64, max_header_size: usize) -> Zi
     }
 }
 
-fn check_positions<S: Source>(
-    py: Python<'_>,
-    positions: &[i64],
-    index: &ZipIndex<S>,
-) -> PyResult<Vec<usize>> {
+fn check_positions(py: Python<'_>, positions: &[i64], index: &ZipIndex) -> PyResult<Vec<usize>> {
     resolve_indices(positions, index.len(), index.location()).py_err(py)
 }
 
@@ -52,7 +48,7 @@ fn check_positions<S: Source>(
 /// (`samples`). See `packread.ZipReader`.
 #[pyclass(module = "packread._packread", frozen)]
 pub struct ZipArchive {
-    pub(super) index: Arc<ZipIndex<FileSource>>,
+    pub(super) index: Arc<ZipIndex>,
     threads: Option<usize>,
 }
 
@@ -69,15 +65,9 @@ impl ZipArchive {
         num_threads: Option<usize>,
     ) -> PyResult<Self> {
         let limits = limits(verify_crc, max_member_bytes, max_header_size);
-        let place = Place::of(path)?;
-        let remote = matches!(place, Place::Remote(_));
-        let open = move || ZipIndex::open_source(place.open()?, limits);
-        // Opening a remote archive waits on requests: interruptible by Ctrl-C.
-        let index = if remote {
-            super::remote::interruptible(py, open)?
-        } else {
-            py.detach(open).py_err(py)?
-        };
+        let source = source_of(py, path, "<buffer>", false)?;
+        let opened = source.clone();
+        let index = opening(py, &source, move || ZipIndex::open(opened, limits))?;
         Ok(ZipArchive {
             index: Arc::new(index),
             threads: num_threads,
@@ -233,7 +223,7 @@ fn load_npz_file<'py>(
     let limits = limits(verify_crc, max_member_bytes, max_header_size);
     let (index, contents) = py
         .detach(|| {
-            let index = ZipIndex::open(path, limits)?;
+            let index = ZipIndex::open(Arc::new(LocalFile::open(path)?), limits)?;
             let contents =
                 pool::install_sized(None, npz::load_work(&index), || npz::contents(&index))?;
             Ok::<_, Error>((index, contents))
@@ -254,12 +244,12 @@ fn load_npz_buffer<'py>(
     max_member_bytes: u64,
     max_header_size: usize,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let bytes = buffer.as_slice()?;
-    let ptr = bytes.as_ptr();
+    let ptr = buffer.as_slice()?.as_ptr();
+    let source = array_source(py, &buffer, "<buffer>")?;
     let limits = limits(verify_crc, max_member_bytes, max_header_size);
     let (index, contents) = py
         .detach(|| {
-            let index = ZipIndex::from_bytes("<buffer>", bytes, limits)?;
+            let index = ZipIndex::open(source, limits)?;
             let contents =
                 pool::install_sized(None, npz::load_work(&index), || npz::contents(&index))?;
             npz::verify_stored(&index, &contents)?;
@@ -272,9 +262,9 @@ fn load_npz_buffer<'py>(
 
 /// Builds the dict: allocates every array, fills the compressed (or unaligned) ones in one
 /// parallel pass, views stored aligned arrays in place when the archive is in memory.
-fn load_contents<'py, S: Source>(
+fn load_contents<'py>(
     py: Python<'py>,
-    index: &ZipIndex<S>,
+    index: &ZipIndex,
     contents: &[Content],
     in_memory: Option<(&Bound<'py, PyAny>, usize)>,
 ) -> PyResult<Bound<'py, PyDict>> {

@@ -5,7 +5,7 @@
 //!
 //! Opening reads the metadata each format needs (the ZIP end records and central directory,
 //! NPY headers, libhdf5's superblock, object headers and chunk index) through
-//! [`RemoteFile::read_meta`], which serves it from blocks of [`META_BLOCK`] bytes and records
+//! [`Source::read_meta`], which serves it from blocks of [`META_BLOCK`] bytes and records
 //! every range read; [`index_cache`] keeps those ranges on disk, keyed by URL, ETag and size,
 //! so the next open of the same object (every DataLoader worker among them) makes no
 //! metadata request.
@@ -30,8 +30,8 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use object_store::{GetOptions, GetRange, ObjectMeta};
 
-use crate::batch::source::{Coalesce, Source};
 use crate::error::{Error, ErrorKind, Result};
+use crate::source::{Coalesce, Source};
 pub use block_cache::{BlockCache, ObjectBlocks};
 use errors::{changed, classify};
 pub use index_cache::IndexCache;
@@ -274,8 +274,8 @@ impl RemoteFile {
     }
 
     /// The error of the last metadata read that failed, once: a parser reading through
-    /// [`crate::batch::source::MetaReader`] sees an `io::Error` with its text only, and the
-    /// caller recovers the request's own error (its kind, the URL, the status) here.
+    /// [`crate::source::SourceReader`] sees an `io::Error` with its text only, and the caller
+    /// recovers the request's own error (its kind, the URL, the status) here.
     pub fn take_failure(&self) -> Option<Error> {
         self.failure
             .lock()
@@ -307,16 +307,6 @@ impl RemoteFile {
     /// Its size and ETag when opened.
     pub fn stamp(&self) -> &ObjectStamp {
         &self.stamp
-    }
-
-    /// Its length in bytes when opened.
-    pub fn len(&self) -> u64 {
-        self.stamp.len
-    }
-
-    /// Whether it was empty.
-    pub fn is_empty(&self) -> bool {
-        self.stamp.len == 0
     }
 
     /// Requests made and bytes received so far.
@@ -354,12 +344,6 @@ impl RemoteFile {
     /// a forked child fills afresh).
     fn client(&self) -> Result<Arc<Located>> {
         locate(&self.url, &self.options).map(Arc::new)
-    }
-
-    /// `otherwise`, an error of a parser or of libhdf5 reading this object, or the error of
-    /// the request that failed under it (which names the URL and the status), if one did.
-    pub fn cause(&self, otherwise: Error) -> Error {
-        self.take_failure().unwrap_or(otherwise)
     }
 
     fn check_range(&self, offset: u64, len: usize) -> Result<Range<u64>> {
@@ -402,7 +386,7 @@ impl RemoteFile {
     /// Reads metadata (what a format parses at open, or libhdf5 asks for): from the index
     /// cache when it holds the range, else from a cached block, else by fetching the block
     /// around it. Every range read is recorded for the index cache.
-    pub fn read_meta(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+    fn read_metadata(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let range = self.check_range(offset, buf.len())?;
         if buf.is_empty() {
             return Ok(());
@@ -519,7 +503,15 @@ async fn fetch_async(
 }
 
 impl Source for RemoteFile {
-    fn read_at(&self, _file: u32, offset: u64, buf: &mut [u8]) -> Result<()> {
+    fn len(&self) -> u64 {
+        self.stamp.len
+    }
+
+    fn name(&self) -> &str {
+        &self.url
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let range = self.check_range(offset, buf.len())?;
         if buf.is_empty() {
             return Ok(());
@@ -529,16 +521,54 @@ impl Source for RemoteFile {
         Ok(())
     }
 
-    fn name(&self, _file: u32) -> String {
-        self.url.clone()
-    }
-
     fn coalesce(&self) -> Option<Coalesce> {
         Some(COALESCE)
     }
 
-    fn read_ranges(&self, ranges: &[(u32, u64, usize)]) -> Vec<Result<Bytes>> {
-        fetch_all(ranges.iter().map(|&(_, offset, len)| (self, offset, len)))
+    fn waits(&self) -> bool {
+        true
+    }
+
+    fn read_ranges(&self, ranges: &[(u64, usize)]) -> Vec<Result<Bytes>> {
+        fetch_all(ranges.iter().map(|&(offset, len)| (self, offset, len)))
+    }
+
+    /// Every read of objects: all in flight together, up to [`IN_FLIGHT`] (a list of `.npy`
+    /// objects, one sample each, is one batch of requests).
+    fn read_many(&self, reads: &[(&dyn Source, u64, usize)]) -> Option<Vec<Result<Bytes>>> {
+        let objects: Option<Vec<(&RemoteFile, u64, usize)>> = reads
+            .iter()
+            .map(|&(s, offset, len)| Some((s.as_any().downcast_ref::<RemoteFile>()?, offset, len)))
+            .collect();
+        Some(fetch_all(objects?.into_iter()))
+    }
+
+    fn read_meta(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.read_metadata(offset, buf)
+    }
+
+    /// Writes the metadata ranges read since opening to the index cache (when there is one
+    /// and they are new), and lets the open's blocks go.
+    fn opened(&self) {
+        self.save_index();
+    }
+
+    fn cause(&self, otherwise: Error) -> Error {
+        self.take_failure().unwrap_or(otherwise)
+    }
+
+    fn parsed(&self, name: &str) -> Option<Bytes> {
+        self.index.as_ref()?.blob(name)
+    }
+
+    fn keep_parsed(&self, name: &str, bytes: Vec<u8>) {
+        if let Some(index) = &self.index {
+            index.put_blob(name, bytes);
+        }
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
 
@@ -639,45 +669,6 @@ fn fetch_all<'a>(items: impl Iterator<Item = (&'a RemoteFile, u64, usize)>) -> V
         }
     }
     out
-}
-
-/// Many objects read as one source, file `i` being `files[i]` (a list of `.npy` objects).
-pub struct RemoteSet {
-    files: Vec<Arc<RemoteFile>>,
-}
-
-impl RemoteSet {
-    /// The set of `files`, numbered in order.
-    pub fn new(files: Vec<Arc<RemoteFile>>) -> RemoteSet {
-        RemoteSet { files }
-    }
-
-    /// The objects, by file number.
-    pub fn files(&self) -> &[Arc<RemoteFile>] {
-        &self.files
-    }
-}
-
-impl Source for RemoteSet {
-    fn read_at(&self, file: u32, offset: u64, buf: &mut [u8]) -> Result<()> {
-        self.files[file as usize].read_at(0, offset, buf)
-    }
-
-    fn name(&self, file: u32) -> String {
-        self.files[file as usize].url.clone()
-    }
-
-    fn coalesce(&self) -> Option<Coalesce> {
-        Some(COALESCE)
-    }
-
-    fn read_ranges(&self, ranges: &[(u32, u64, usize)]) -> Vec<Result<Bytes>> {
-        fetch_all(
-            ranges
-                .iter()
-                .map(|&(file, offset, len)| (&*self.files[file as usize], offset, len)),
-        )
-    }
 }
 
 /// Opens many objects at once ([`IN_FLIGHT`] requests in flight), each as

@@ -11,8 +11,9 @@ use hdf5_sys::h5p::H5P_DEFAULT;
 use hdf5_sys::h5s::{H5S_seloper_t, H5Sclose, H5Screate_simple, H5Sselect_hyperslab};
 use hdf5_sys::h5t::H5Tclose;
 
+use super::driver::DriverFile;
 use super::handle::{h5err, Handle};
-use super::{memory, Hdf5File};
+use super::Hdf5File;
 use crate::error::Result;
 
 extern "C" {
@@ -95,28 +96,22 @@ pub(super) fn with_library<T>(location: &str, f: impl FnOnce() -> Result<T>) -> 
 }
 
 /// libhdf5's handle on the file. A forked child never closes it: the parent may have held
-/// libhdf5's lock at the moment of the fork, and closing would wait on it forever.
-/// For a file in memory, the image libhdf5 reads in place outlives the file (and in a child,
-/// where the file is never closed, is never freed).
+/// libhdf5's lock at the moment of the fork, and closing would wait on it forever; what the
+/// driver reads through then stays too (leaked), since the unclosed file still points at it.
 pub(super) struct LibraryHandle {
     pub(super) file: ManuallyDrop<hdf5_metno::File>,
-    pub(super) image: ManuallyDrop<Option<Box<memory::Image>>>,
-    /// What libhdf5's driver reads the file through (its local file or object) and the name
-    /// it opened it by: dropped after the file is closed (fields drop after `drop`).
-    pub(super) _driver: (
-        Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
-        Option<super::driver::DriverName>,
-    ),
+    /// What libhdf5's driver reads the file through: dropped after the file is closed.
+    pub(super) _driver: ManuallyDrop<DriverFile>,
     pub(super) pid: u32,
 }
 
 impl Drop for LibraryHandle {
     fn drop(&mut self) {
         if std::process::id() == self.pid {
-            // SAFETY: dropped once, here, the file before the image it reads.
+            // SAFETY: dropped once, here, the file before what its driver reads through.
             unsafe {
                 ManuallyDrop::drop(&mut self.file);
-                ManuallyDrop::drop(&mut self.image);
+                ManuallyDrop::drop(&mut self._driver);
             }
         }
     }

@@ -29,7 +29,7 @@ use super::vlen::{vlen_of, Vlen};
 use crate::dtype::literal::Literal;
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::remote::IndexCache;
+use crate::source::Source;
 
 /// One filter of a dataset's pipeline, in the order it was applied when writing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -294,7 +294,7 @@ pub(super) unsafe fn dataset_meta(
     location: &str,
     file_len: u64,
     facts: FileFacts,
-    index: Option<&IndexCache>,
+    source: &dyn Source,
 ) -> Result<DatasetMeta> {
     // SAFETY: the caller's contract (see `# Safety`): valid libhdf5 ids, its lock held.
     unsafe {
@@ -386,7 +386,7 @@ pub(super) unsafe fn dataset_meta(
                 }
             }
             H5D_layout_t::H5D_CHUNKED => {
-                chunked(ds, dcpl.0, &shape, itemsize, &at, file_len, index)?
+                chunked(ds, dcpl.0, &shape, itemsize, &at, file_len, source)?
             }
             H5D_layout_t::H5D_COMPACT => Layout::Other("compact layout".into()),
             other => Layout::Other(format!("{other:?} layout")),
@@ -511,7 +511,7 @@ unsafe fn chunked(
     itemsize: usize,
     at: &str,
     file_len: u64,
-    cache: Option<&IndexCache>,
+    source: &dyn Source,
 ) -> Result<Layout> {
     // SAFETY: the caller's contract (see `# Safety`): valid libhdf5 ids, its lock held.
     unsafe {
@@ -580,12 +580,10 @@ unsafe fn chunked(
             chunks: HashMap::new(),
             problem: None,
         };
-        // A remote file opened before (same URL, ETag and size): its chunk table as it was
-        // found then, checked again below like one just read.
+        // A file opened before (an object of the same URL, size and validators): its chunk
+        // table as it was found then, checked again below like one just read.
         let blob_name = format!("chunks:{at}");
-        let cached = cache
-            .and_then(|c| c.blob(&blob_name))
-            .and_then(|b| decode_chunks(&b));
+        let cached = source.parsed(&blob_name).and_then(|b| decode_chunks(&b));
         let from_cache = cached.is_some();
         if let Some(chunks) = cached {
             v.chunks = chunks;
@@ -662,8 +660,8 @@ unsafe fn chunked(
                 format!("chunks at offsets {} and {} overlap", w[0].0, w[1].0),
             ));
         }
-        if let (Some(c), false) = (cache, from_cache) {
-            c.put_blob(&blob_name, encode_chunks(&v.chunks));
+        if !from_cache {
+            source.keep_parsed(&blob_name, encode_chunks(&v.chunks));
         }
         Ok(Layout::Chunked {
             chunk: chunk[..rank].iter().map(|&c| c as usize).collect(),

@@ -9,7 +9,6 @@ mod driver;
 mod filters;
 mod handle;
 mod library;
-mod memory;
 mod meta;
 mod plan;
 mod select;
@@ -17,14 +16,12 @@ mod types;
 mod vlen;
 
 use std::mem::ManuallyDrop;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use attrs::AttrValue;
 pub(crate) use cache::ChunkCache;
 pub(crate) use handle::h5err;
 use library::{with_library, LibraryHandle};
-pub(crate) use memory::MemoryFile;
 pub use meta::Filter;
 pub(crate) use meta::{DatasetMeta, Layout};
 pub use select::Selection;
@@ -32,13 +29,12 @@ use select::{normalize, select, ReadPath};
 pub use vlen::{RaggedBatch, RaggedPlan, Vlen, VlenKind};
 
 use crate::batch::pool;
-use crate::batch::source::{SharedFile, Source};
 use crate::batch::tiling::Tiling;
 use crate::batch::{ArraySpec, Index, Plan, Rows, Tag};
 use crate::codec::Faults;
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::remote::RemoteFile;
+use crate::source::{Files, SingleFile, Source};
 
 const HDF5_FAULTS: Faults = Faults::both(ErrorKind::Hdf5);
 
@@ -167,78 +163,9 @@ impl Hdf5Dataset {
     }
 }
 
-/// Where a file's bytes are read from.
-enum Backing {
-    File(Arc<SharedFile>),
-    Memory(MemoryFile),
-    Remote(Arc<RemoteFile>),
-}
-
-impl Backing {
-    fn len(&self) -> u64 {
-        match self {
-            Backing::File(f) => f.len(),
-            Backing::Memory(m) => m.len(),
-            Backing::Remote(r) => r.len(),
-        }
-    }
-}
-
-impl Source for Backing {
-    fn read_at(&self, file: u32, offset: u64, buf: &mut [u8]) -> Result<()> {
-        match self {
-            Backing::File(f) => f.read_at(file, offset, buf),
-            Backing::Memory(m) => m.read_at(file, offset, buf),
-            Backing::Remote(r) => r.read_at(file, offset, buf),
-        }
-    }
-
-    fn name(&self, file: u32) -> String {
-        match self {
-            Backing::File(f) => f.name(file),
-            Backing::Memory(m) => m.name(file),
-            Backing::Remote(r) => r.name(file),
-        }
-    }
-
-    fn coalesce(&self) -> Option<crate::batch::source::Coalesce> {
-        match self {
-            Backing::Remote(r) => r.coalesce(),
-            _ => None,
-        }
-    }
-
-    fn read_ranges(&self, ranges: &[(u32, u64, usize)]) -> Vec<Result<bytes::Bytes>> {
-        match self {
-            Backing::File(f) => f.read_ranges(ranges),
-            Backing::Memory(m) => m.read_ranges(ranges),
-            Backing::Remote(r) => r.read_ranges(ranges),
-        }
-    }
-
-    fn verify(&self) -> Result<()> {
-        match self {
-            Backing::File(f) => f.verify(),
-            Backing::Memory(m) => m.verify(),
-            Backing::Remote(r) => r.verify(),
-        }
-    }
-}
-
-/// What to open: a path, or a whole file's bytes.
-enum Input {
-    Path(PathBuf),
-    /// `name` is used in messages only.
-    Memory {
-        name: String,
-        bytes: Arc<[u8]>,
-    },
-    Remote(Arc<RemoteFile>),
-}
-
 /// An HDF5 file opened for batch reads along the first axis.
 pub struct Hdf5File {
-    source: Backing,
+    source: SingleFile,
     h5: LibraryHandle,
     location: String,
     datasets: Vec<Hdf5Dataset>,
@@ -254,92 +181,34 @@ pub struct Hdf5File {
 }
 
 impl Hdf5File {
-    /// Opens the file at `path`; batches read it with `pread`.
+    /// Opens the HDF5 file in `source`: libhdf5 reads its metadata through packread's file
+    /// driver (a local file's `pread`, bytes in place, an object's cached blocks and index
+    /// cache), batches read chunks through the source (an object's by merged ranged requests).
     pub fn open(
-        path: PathBuf,
+        source: Arc<dyn Source>,
         selection: Selection,
         cache_bytes: usize,
         threads: Option<usize>,
     ) -> Result<Hdf5File> {
-        Hdf5File::open_input(Input::Path(path), selection, cache_bytes, threads)
+        let opened = Hdf5File::open_source(&source, selection, cache_bytes, threads);
+        // What libhdf5 read to open the file is the index cache's entry for an object.
+        source.opened();
+        opened.map_err(|e| source.cause(e))
     }
 
-    /// Opens a file in object storage: libhdf5 reads its metadata through packread's file
-    /// driver (cached blocks, the index cache), batches read chunks by ranged requests.
-    pub fn open_remote(
-        file: Arc<RemoteFile>,
-        selection: Selection,
-        cache_bytes: usize,
-        threads: Option<usize>,
-    ) -> Result<Hdf5File> {
-        let opened =
-            Hdf5File::open_input(Input::Remote(file.clone()), selection, cache_bytes, threads);
-        // What libhdf5 read to open the file is the index cache's entry for it.
-        file.save_index();
-        opened.map_err(|e| file.cause(e))
-    }
-
-    /// Opens a whole file held in memory (`name` is used in messages); libhdf5 reads the
-    /// bytes in place, and so do batches.
-    pub fn open_memory(
-        name: String,
-        bytes: Arc<[u8]>,
-        selection: Selection,
-        cache_bytes: usize,
-        threads: Option<usize>,
-    ) -> Result<Hdf5File> {
-        Hdf5File::open_input(
-            Input::Memory { name, bytes },
-            selection,
-            cache_bytes,
-            threads,
-        )
-    }
-
-    fn open_input(
-        input: Input,
+    fn open_source(
+        source: &Arc<dyn Source>,
         selection: Selection,
         cache_bytes: usize,
         threads: Option<usize>,
     ) -> Result<Hdf5File> {
         selection.check()?;
-        let (location, source) = match input {
-            Input::Path(path) => (
-                path.display().to_string(),
-                Backing::File(Arc::new(SharedFile::open(path)?)),
-            ),
-            Input::Memory { name, bytes } => {
-                (name.clone(), Backing::Memory(MemoryFile { name, bytes }))
-            }
-            Input::Remote(file) => (file.url().to_string(), Backing::Remote(file)),
-        };
+        let location = source.name().to_string();
         let file_len = source.len();
-        let index = match &source {
-            Backing::Remote(r) => r.index_cache(),
-            _ => None,
-        };
-        let (h5, image, metas, unreadable) = with_library(&location, || {
-            // Local files and objects are opened through packread's own driver (driver.c
-            // says why); a file in memory as an image libhdf5 reads in place.
-            let (id, image, name) = match &source {
-                Backing::File(f) => {
-                    // SAFETY: HDF5 lock held; the LibraryHandle keeps the file, and the name,
-                    // alive until after libhdf5's file is closed.
-                    let (id, name) = unsafe { driver::open(&location, &location, &**f)? };
-                    (id, None, Some(name))
-                }
-                Backing::Remote(r) => {
-                    // SAFETY: as for a local file.
-                    let (id, name) = unsafe { driver::open(&location, &location, &**r)? };
-                    (id, None, Some(name))
-                }
-                Backing::Memory(m) => {
-                    // SAFETY: HDF5 lock held; the image is kept in the LibraryHandle, which
-                    // closes the file before dropping it.
-                    let (id, image) = unsafe { memory::open_image(&location, m.bytes.clone())? };
-                    (id, Some(image), None)
-                }
-            };
+        let (h5, driven, metas, unreadable) = with_library(&location, || {
+            // SAFETY: HDF5 lock held; the LibraryHandle keeps what the driver reads through
+            // alive until after libhdf5's file is closed.
+            let (id, driven) = unsafe { driver::open(source, &location)? };
             // SAFETY: a file id just opened, owned by the new handle.
             let h5 = unsafe { hdf5_metno::from_id::<hdf5_metno::File>(id) }
                 .map_err(|e| h5err(&location, format!("cannot open as HDF5: {e}")))?;
@@ -385,13 +254,12 @@ impl Hdf5File {
                     })
                     // SAFETY: open dataset id, HDF5 lock held.
                     .and_then(|ds| unsafe {
-                        meta::dataset_meta(ds.id(), name, &location, file_len, facts, index)
+                        meta::dataset_meta(ds.id(), name, &location, file_len, facts, &**source)
                     });
                 metas.push(meta?);
             }
-            Ok((h5, (image, name), metas, unreadable))
+            Ok((h5, driven, metas, unreadable))
         })?;
-        let (image, name) = image;
         let (datasets, samples, mut skipped) = select(metas, &selection, &location)?;
         skipped.extend(unreadable);
         let arrays = datasets
@@ -402,17 +270,11 @@ impl Hdf5File {
                 shape: d.sample_shape().to_vec(),
             })
             .collect();
-        let read_by_driver: Option<Arc<dyn std::any::Any + Send + Sync>> = match &source {
-            Backing::File(f) => Some(f.clone()),
-            Backing::Remote(r) => Some(r.clone()),
-            Backing::Memory(_) => None,
-        };
         Ok(Hdf5File {
-            source,
+            source: SingleFile(source.clone()),
             h5: LibraryHandle {
                 file: ManuallyDrop::new(h5),
-                image: ManuallyDrop::new(image),
-                _driver: (read_by_driver, name),
+                _driver: ManuallyDrop::new(driven),
                 pid: std::process::id(),
             },
             location,
@@ -471,7 +333,7 @@ impl Index for Hdf5File {
         HDF5_FAULTS
     }
 
-    fn source(&self) -> &dyn Source {
+    fn files(&self) -> &dyn Files {
         &self.source
     }
 

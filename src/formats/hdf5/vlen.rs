@@ -33,11 +33,11 @@ use super::meta::FileFacts;
 use super::types::descr_of;
 use super::{h5err, with_library, Hdf5Dataset, Hdf5File};
 use crate::batch::pool;
-use crate::batch::source::Source;
 use crate::batch::Rows;
 use crate::dtype::literal::Literal;
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::source::Files;
 
 /// What the elements of a variable-length dataset hold.
 #[derive(Debug, Clone, PartialEq)]
@@ -492,7 +492,7 @@ impl Hdf5File {
         let at = || format!("{} (global heap at byte {addr})", self.location);
         let ss = v.sizeof_size;
         let mut head = vec![0u8; 8 + ss];
-        let len = self.source.len();
+        let len = self.source.source().len();
         if addr.checked_add(head.len() as u64).is_none_or(|e| e > len) {
             return Err(h5err(&at(), format!("lies outside the {len}-byte file")));
         }

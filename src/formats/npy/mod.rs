@@ -3,17 +3,15 @@
 
 pub mod header;
 
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::batch::pool::{self, Work};
-use crate::batch::source::{FileStamp, PathSet, Source};
 use crate::batch::{run_extents, ArraySpec, Dest, Extent, Index, Plan, Rows, Tag};
 use crate::codec::{Faults, Pipeline};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::remote::{RemoteFile, RemoteSet};
+use crate::source::{FileList, Files, SingleFile, Source, StampedPath};
 
 pub use header::{header_end, parse_header, Limits, NpyHeader, DEFAULT_MAX_HEADER_BYTES, MAGIC};
 
@@ -24,31 +22,23 @@ const NPY_FAULTS: Faults = Faults::both(ErrorKind::NpyFormat);
 /// How much of a file is read to find its header in one go (numpy pads headers to 64 bytes).
 pub const HEADER_PROBE: usize = 4096;
 
-/// Reads and parses the header of an NPY file; also returns the file's stamp.
-pub fn read_file_header(path: &Path, limits: &Limits) -> Result<(NpyHeader, FileStamp)> {
-    read_file_start(path, limits).map(|(header, stamp, _)| (header, stamp))
-}
-
-/// [`read_file_header`], also returning the bytes read from the start of the file (at least
-/// the header; the data too when the file is small, see [`read_file_data`]).
-pub fn read_file_start(path: &Path, limits: &Limits) -> Result<(NpyHeader, FileStamp, Vec<u8>)> {
-    let location = path.display().to_string();
-    let file = crate::batch::source::open_regular(path)?;
-    let stamp = FileStamp::of(&file.metadata().map_err(|e| Error::io(&location, e))?);
-    let file_len = stamp.len;
-    let available = usize::try_from(file_len).unwrap_or(usize::MAX);
+/// Reads and parses the header of an NPY file, through its metadata reads (an object's from
+/// its first request's block); also returns the bytes read from its start (at least the
+/// header; the data too when the file is small, see [`read_data`]).
+pub fn read_start(source: &dyn Source, limits: &Limits) -> Result<(NpyHeader, Vec<u8>)> {
+    let location = source.name();
+    let available = usize::try_from(source.len()).unwrap_or(usize::MAX);
+    let damage = |e: Error| source.cause(e.as_damage(ErrorKind::NpyFormat));
     let mut buf = vec![0u8; HEADER_PROBE.min(available)];
-    file.read_exact_at(&mut buf, 0)
-        .map_err(|e| Error::io(&location, e))?;
-    let end = header_end(&buf, available, &location, limits)?;
+    source.read_meta(0, &mut buf).map_err(damage)?;
+    let end = header_end(&buf, available, location, limits)?;
     if end > buf.len() {
         // `end` is bounded by both the header limit and the file length.
         buf.resize(end, 0);
-        file.read_exact_at(&mut buf, 0)
-            .map_err(|e| Error::io(&location, e))?;
+        source.read_meta(0, &mut buf).map_err(damage)?;
     }
-    let header = parse_header(&buf, available, &location, limits)?;
-    Ok((header, stamp, buf))
+    let header = parse_header(&buf, available, location, limits)?;
+    Ok((header, buf))
 }
 
 /// The pipeline that turns stored sample bytes into C order.
@@ -61,11 +51,10 @@ fn layout_pipeline(header: &NpyHeader) -> Pipeline {
 }
 
 /// Reads the data of one NPY file, stored layout kept, into `out` (`data_len` bytes). `start`
-/// is what [`read_file_start`] read: a small file's data is already in it (no second open).
-pub fn read_file_data(
-    path: &Path,
+/// is what [`read_start`] read: a small file's data is already in it (no second read).
+pub fn read_data(
+    source: &Arc<dyn Source>,
     header: &NpyHeader,
-    stamp: FileStamp,
     start: &[u8],
     out: &mut [u8],
 ) -> Result<()> {
@@ -75,12 +64,11 @@ pub fn read_file_data(
             return Ok(());
         }
     }
-    let files = PathSet::new(vec![path.to_path_buf()], vec![stamp]);
     let extent = Extent::raw(0, header.data_offset as u64, header.data_len, Dest::At(0));
     let work = Work::new(1, header.data_len as u64);
     let extents = std::slice::from_ref(&extent);
     run_extents(
-        &files,
+        &SingleFile(source.clone()),
         extents,
         &mut [out],
         NPY_FAULTS,
@@ -112,60 +100,10 @@ fn check_agree(names: &[PathBuf], headers: &[&NpyHeader]) -> Result<NpyHeader> {
     Ok(first)
 }
 
-/// The header of a `.npy` object, read through its metadata blocks.
-fn remote_header(file: &RemoteFile, limits: &Limits) -> Result<NpyHeader> {
-    let location = file.url();
-    let available = usize::try_from(file.len()).unwrap_or(usize::MAX);
-    let mut buf = vec![0u8; HEADER_PROBE.min(available)];
-    file.read_meta(0, &mut buf)?;
-    let end = header_end(&buf, available, location, limits)?;
-    if end > buf.len() {
-        buf.resize(end, 0);
-        file.read_meta(0, &mut buf)?;
-    }
-    parse_header(&buf, available, location, limits)
-}
-
-/// Where a set of `.npy` samples is: local files or objects.
-enum NpyFiles {
-    Local(PathSet),
-    Remote(RemoteSet),
-}
-
-impl Source for NpyFiles {
-    fn read_at(&self, file: u32, offset: u64, buf: &mut [u8]) -> Result<()> {
-        match self {
-            NpyFiles::Local(s) => s.read_at(file, offset, buf),
-            NpyFiles::Remote(s) => s.read_at(file, offset, buf),
-        }
-    }
-
-    fn name(&self, file: u32) -> String {
-        match self {
-            NpyFiles::Local(s) => s.name(file),
-            NpyFiles::Remote(s) => s.name(file),
-        }
-    }
-
-    fn coalesce(&self) -> Option<crate::batch::source::Coalesce> {
-        match self {
-            NpyFiles::Local(s) => s.coalesce(),
-            NpyFiles::Remote(s) => s.coalesce(),
-        }
-    }
-
-    fn read_ranges(&self, ranges: &[(u32, u64, usize)]) -> Vec<Result<bytes::Bytes>> {
-        match self {
-            NpyFiles::Local(s) => s.read_ranges(ranges),
-            NpyFiles::Remote(s) => s.read_ranges(ranges),
-        }
-    }
-}
-
 /// Many NPY files, one sample each, all of the same dtype and shape: one array, named
 /// [`ARRAY_NAME`].
 pub struct NpyIndex {
-    files: NpyFiles,
+    files: FileList,
     /// Each file's path, or URL for an object.
     names: Vec<PathBuf>,
     header: NpyHeader,
@@ -176,48 +114,31 @@ pub struct NpyIndex {
 }
 
 impl NpyIndex {
-    /// Reads every header (in parallel, on `threads` threads or the shared pool) and checks
-    /// that all samples agree.
-    pub fn open(paths: Vec<PathBuf>, limits: &Limits, threads: Option<usize>) -> Result<NpyIndex> {
-        if paths.is_empty() {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                "",
-                "NpyReader needs at least one file",
-            ));
-        }
-        let parsed = pool::install_with(threads, || {
-            pool::try_map(&paths, |_, p| read_file_header(p, limits))
-        })?;
-        let headers: Vec<&NpyHeader> = parsed.iter().map(|(h, _)| h).collect();
-        let first = check_agree(&paths, &headers)?;
-        let data_offsets = parsed.iter().map(|(h, _)| h.data_offset).collect();
-        let pipelines = parsed.iter().map(|(h, _)| layout_pipeline(h)).collect();
-        let stamps = parsed.iter().map(|(_, stamp)| *stamp).collect();
-        let arrays = [ArraySpec {
-            name: ARRAY_NAME.to_string(),
-            dtype: first.dtype.clone(),
-            shape: first.shape.clone(),
-        }];
-        Ok(NpyIndex {
-            names: paths.clone(),
-            files: NpyFiles::Local(PathSet::new(paths, stamps)),
-            header: first,
-            data_offsets,
-            pipelines,
-            arrays,
-            threads,
-        })
-    }
-
-    /// Opens many `.npy` objects (one sample each): every header is read from the blocks
-    /// their opening fetched (or the index cache), and checked to agree.
-    pub fn open_remote(
-        files: Vec<Arc<RemoteFile>>,
+    /// The `.npy` files at `paths`, in order: each opened for each read
+    /// ([`crate::source::StampedPath`]), so descriptors never run out; stat'ed in parallel.
+    pub fn open_paths(
+        paths: Vec<PathBuf>,
         limits: &Limits,
         threads: Option<usize>,
     ) -> Result<NpyIndex> {
-        if files.is_empty() {
+        let sources = pool::install_with(threads, || {
+            pool::try_map(&paths, |_, p| {
+                Ok(Arc::new(StampedPath::open(p.clone())?) as Arc<dyn Source>)
+            })
+        })?;
+        NpyIndex::open(sources, limits, threads)
+    }
+
+    /// Reads every file's header (in parallel, on `threads` threads or the shared pool;
+    /// objects' from the block their opening fetched, or the index cache) and checks that all
+    /// samples agree. A folder of many files gives sources opened for each read
+    /// ([`crate::source::StampedPath`]): descriptors never run out.
+    pub fn open(
+        sources: Vec<Arc<dyn Source>>,
+        limits: &Limits,
+        threads: Option<usize>,
+    ) -> Result<NpyIndex> {
+        if sources.is_empty() {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
                 "",
@@ -225,25 +146,25 @@ impl NpyIndex {
             ));
         }
         let parsed = pool::install_with(threads, || {
-            pool::try_map(&files, |_, f| {
-                let header = remote_header(f, limits);
-                f.save_index();
+            pool::try_map(&sources, |_, s| {
+                let header = read_start(&**s, limits).map(|(h, _)| h);
+                s.opened();
                 header
             })
         })?;
-        let names: Vec<PathBuf> = files.iter().map(|f| PathBuf::from(f.url())).collect();
+        let names: Vec<PathBuf> = sources.iter().map(|s| PathBuf::from(s.name())).collect();
         let first = check_agree(&names, &parsed.iter().collect::<Vec<_>>())?;
         Ok(NpyIndex {
             names,
-            files: NpyFiles::Remote(RemoteSet::new(files)),
-            header: first,
+            files: FileList::new(sources),
             data_offsets: parsed.iter().map(|h| h.data_offset).collect(),
             pipelines: parsed.iter().map(layout_pipeline).collect(),
             arrays: [ArraySpec {
                 name: ARRAY_NAME.to_string(),
-                dtype: parsed[0].dtype.clone(),
-                shape: parsed[0].shape.clone(),
+                dtype: first.dtype.clone(),
+                shape: first.shape.clone(),
             }],
+            header: first,
             threads,
         })
     }
@@ -286,7 +207,7 @@ impl Index for NpyIndex {
         NPY_FAULTS
     }
 
-    fn source(&self) -> &dyn Source {
+    fn files(&self) -> &dyn Files {
         &self.files
     }
 

@@ -4,12 +4,11 @@
 use std::sync::atomic::Ordering;
 
 use super::{bad, ZipIndex, LOCAL_HEADER_LEN};
-use crate::batch::source::Source;
-use crate::error::Result;
+use crate::error::{ErrorKind, Result};
 
 const LOCAL_SIGNATURE: u32 = 0x0403_4b50;
 
-impl<S: Source> ZipIndex<S> {
+impl ZipIndex {
     /// Where member `i`'s data starts, reading and checking its local header the first time.
     ///
     /// The central directory is the authority for the member's method, sizes, CRC-32 and
@@ -31,16 +30,16 @@ impl<S: Source> ZipIndex<S> {
             return Err(bad(&at(), "local header overlaps the next member"));
         }
         let mut h = [0u8; LOCAL_HEADER_LEN];
-        self.source
-            .read_at(0, m.header_offset, &mut h)
-            .map_err(|e| e.at(at()))?;
+        self.source()
+            .read_at(m.header_offset, &mut h)
+            .map_err(|e| e.as_damage(ErrorKind::BadZip).at(at()))?;
         // At most the name the directory gives, within the member's room; a wrong one is
         // reported by `check_local` after the signature and lengths.
         let name_len = m.name_raw.len().min((m.end_limit - fixed_end) as usize);
         let mut name = vec![0u8; name_len];
-        self.source
-            .read_at(0, fixed_end, &mut name)
-            .map_err(|e| e.at(at()))?;
+        self.source()
+            .read_at(fixed_end, &mut name)
+            .map_err(|e| e.as_damage(ErrorKind::BadZip).at(at()))?;
         let data_start = self.check_local(i, &h, &name)?;
         m.data_start.store(data_start + 1, Ordering::Relaxed);
         Ok(data_start)
@@ -93,7 +92,7 @@ impl<S: Source> ZipIndex<S> {
     /// NPY header of a `.npy` member). Others read each header when its member is first read.
     /// A header that does not check out is left for [`ZipIndex::data_start`] to report.
     pub fn prelocate(&self, members: &[usize], prefix: usize) {
-        let Some(c) = self.source.coalesce() else {
+        let Some(c) = self.source().coalesce() else {
             return;
         };
         let mut todo: Vec<usize> = members
@@ -125,11 +124,11 @@ impl<S: Source> ZipIndex<S> {
                 _ => groups.push((start, start + len, vec![i])),
             }
         }
-        let ranges: Vec<(u32, u64, usize)> = groups
+        let ranges: Vec<(u64, usize)> = groups
             .iter()
-            .map(|(s, e, _)| (0, *s, (e - s) as usize))
+            .map(|(s, e, _)| (*s, (e - s) as usize))
             .collect();
-        for ((start, _, group), got) in groups.iter().zip(self.source.read_ranges(&ranges)) {
+        for ((start, _, group), got) in groups.iter().zip(self.source().read_ranges(&ranges)) {
             let Ok(bytes) = got else { continue };
             for &i in group {
                 let m = &self.members[i];

@@ -5,19 +5,18 @@
 //! read as samples by [`ZipSamples`] (`samples`).
 
 use std::collections::HashMap;
-use std::io::{Cursor, Read, Seek};
-use std::path::PathBuf;
+use std::io::{Read, Seek};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
 
-use crate::batch::source::{FileSource, MemorySource, MetaReader, SharedFile, Source};
 use crate::batch::{run_extents, Dest, Extent, Work};
 use crate::codec::image::ImageStep;
 use crate::codec::{Faults, NpyExpect, Pipeline, Step, Wrapper};
 use crate::error::{Error, ErrorKind, Result};
 use crate::formats::npy;
+use crate::source::{SingleFile, Source, SourceReader};
 
 /// How a member's decode failures are classed: a stream that does not decode is a
 /// [`ErrorKind::BadZip`], one that inflates past its declared size a
@@ -225,8 +224,8 @@ pub enum Payload {
 }
 
 /// An archive's members, and the source their bytes are read from.
-pub struct ZipIndex<S> {
-    source: S,
+pub struct ZipIndex {
+    source: SingleFile,
     location: String,
     members: Vec<Member>,
     by_name: HashMap<String, u32>,
@@ -240,53 +239,22 @@ fn bad(location: &str, msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::BadZip, location, msg)
 }
 
-impl ZipIndex<SharedFile> {
-    /// Opens an archive on disk and parses its central directory.
-    pub fn open(path: PathBuf, limits: ZipLimits) -> Result<Self> {
-        let file = SharedFile::open(path)?;
-        let location = file.path().display().to_string();
-        // The zip crate reads the directory field by field: buffer it (200,000 read calls
-        // for 100,000 members otherwise).
-        let reader = std::io::BufReader::with_capacity(1 << 16, file.file());
-        let members = parse_directory(reader, file.len(), &location, &limits)?;
-        Ok(ZipIndex::new(file, location, members, limits))
-    }
-}
-
-impl ZipIndex<FileSource> {
-    /// Opens an archive on disk or in object storage and parses its central directory. A
-    /// remote archive's directory is read by one request for its tail (the end records, and
-    /// the directory itself when it is small), then one for the rest of the directory; the
-    /// ranges are kept in the index cache.
-    pub fn open_source(source: FileSource, limits: ZipLimits) -> Result<Self> {
-        let location = source.location();
-        let members = match &source {
-            FileSource::Local(file) => {
-                let reader = std::io::BufReader::with_capacity(1 << 16, file.file());
-                parse_directory(reader, file.len(), &location, &limits)?
-            }
-            FileSource::Remote(remote) => {
-                let members =
-                    parse_directory(MetaReader::new(remote), remote.len(), &location, &limits)
-                        .map_err(|e| remote.cause(e))?;
-                remote.save_index();
-                members
-            }
-        };
-        Ok(ZipIndex::new(source, location, members, limits))
-    }
-}
-
-impl<'a> ZipIndex<MemorySource<'a>> {
-    /// Parses an archive held in memory.
-    pub fn from_bytes(name: &'a str, bytes: &'a [u8], limits: ZipLimits) -> Result<Self> {
-        let members = parse_directory(&mut Cursor::new(bytes), bytes.len() as u64, name, &limits)?;
-        Ok(ZipIndex::new(
-            MemorySource { name, bytes },
-            name.to_string(),
-            members,
-            limits,
-        ))
+impl ZipIndex {
+    /// Opens the archive in `source` and parses its central directory: read through the
+    /// source's metadata reads in blocks (an object's by one request for its tail, the end
+    /// records and the directory when it is small, then one for the rest of the directory,
+    /// kept in the index cache), or in place when it is in memory.
+    pub fn open(source: Arc<dyn Source>, limits: ZipLimits) -> Result<Self> {
+        let location = source.name().to_string();
+        let members = parse_directory(
+            SourceReader::new(&*source),
+            source.len(),
+            &location,
+            &limits,
+        )
+        .map_err(|e| source.cause(e.as_damage(ErrorKind::BadZip)))?;
+        source.opened();
+        Ok(ZipIndex::new(SingleFile(source), location, members, limits))
     }
 }
 
@@ -335,8 +303,8 @@ fn parse_directory<R: Read + Seek>(
     Ok(members)
 }
 
-impl<S: Source> ZipIndex<S> {
-    fn new(source: S, location: String, members: Vec<Member>, limits: ZipLimits) -> Self {
+impl ZipIndex {
+    fn new(source: SingleFile, location: String, members: Vec<Member>, limits: ZipLimits) -> Self {
         let by_name = members
             .iter()
             .enumerate()
@@ -352,8 +320,7 @@ impl<S: Source> ZipIndex<S> {
         }
     }
 
-    /// The archive's name in messages: its path on disk, or the name given to
-    /// [`ZipIndex::from_bytes`].
+    /// The archive's name in messages: its source's (a path, a URL, `<bytes>`).
     pub fn location(&self) -> &str {
         &self.location
     }
@@ -529,7 +496,12 @@ impl<S: Source> ZipIndex<S> {
     }
 
     /// Where the bytes are read from.
-    pub fn source(&self) -> &S {
+    pub fn source(&self) -> &Arc<dyn Source> {
+        self.source.source()
+    }
+
+    /// The archive as the engine's one file.
+    pub fn files(&self) -> &SingleFile {
         &self.source
     }
 }
@@ -586,7 +558,11 @@ mod tests {
     #[test]
     fn directory_of_a_stored_member() {
         let z = tiny_zip("a.bin", b"hello", 0x3610_a686);
-        let index = ZipIndex::from_bytes("t.zip", &z, ZipLimits::default()).unwrap();
+        let index = ZipIndex::open(
+            crate::source::memory("t.zip", z.clone()),
+            ZipLimits::default(),
+        )
+        .unwrap();
         assert_eq!(index.len(), 1);
         let m = &index.members()[0];
         assert_eq!((m.name(), m.size(), m.method()), ("a.bin", 5, 0));
@@ -600,14 +576,21 @@ mod tests {
         let z = tiny_zip("a.bin", b"hello", 0x3610_a686);
         for cut in 0..z.len() {
             // The end record is the last 22 bytes: every shorter prefix has none.
-            assert!(ZipIndex::from_bytes("t.zip", &z[..cut], ZipLimits::default()).is_err());
+            assert!(ZipIndex::open(
+                crate::source::memory("t.zip", z[..cut].to_vec()),
+                ZipLimits::default()
+            )
+            .is_err());
         }
         for at in 0..z.len() {
             let mut bad = z.clone();
             bad[at] ^= 0xA5;
             // Damage anywhere is an error at open or at the member, or harmless (a field such
             // as the time); a member that opens never starts past the bytes.
-            if let Ok(index) = ZipIndex::from_bytes("t.zip", &bad, ZipLimits::default()) {
+            if let Ok(index) = ZipIndex::open(
+                crate::source::memory("t.zip", bad.clone()),
+                ZipLimits::default(),
+            ) {
                 for i in 0..index.len() {
                     if let Ok(start) = index.data_start(i) {
                         assert!(start <= bad.len() as u64, "damage at byte {at}");

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use super::{MemberData, Payload, ZipIndex, STORED, ZIP_FAULTS};
-use crate::batch::source::Source;
 use crate::batch::{Dest, Extent};
 use crate::codec::{crc32_after, inflate_prefix, NpyExpect, Pipeline, Step};
 use crate::error::{Error, ErrorKind, Result};
@@ -63,7 +62,7 @@ impl MemberData {
     }
 }
 
-impl<S: Source> ZipIndex<S> {
+impl ZipIndex {
     /// The header of stored `.npy` member `i` with its CRC-32 (see [`NpyLayout`]), read once;
     /// `None` for a deflated member or one that is not NPY.
     pub fn npy_layout(&self, i: usize) -> Result<Option<Arc<NpyLayout>>> {
@@ -135,18 +134,18 @@ impl<S: Source> ZipIndex<S> {
                 return Ok(kept);
             }
             let mut buf = vec![0u8; want];
-            self.source
-                .read_at(0, start, &mut buf)
-                .map_err(|e| e.at(at()))?;
+            self.source()
+                .read_at(start, &mut buf)
+                .map_err(|e| e.as_damage(ErrorKind::BadZip).at(at()))?;
             return Ok(buf);
         }
         // Even incompressible data costs a deflate stream at most ~1.13x its size (fixed
         // Huffman codes); never read past the member.
         let take = (want as u64 + want as u64 / 4 + 4096).min(m.compressed_size) as usize;
         let mut z = vec![0u8; take];
-        self.source
-            .read_at(0, start, &mut z)
-            .map_err(|e| e.at(at()))?;
+        self.source()
+            .read_at(start, &mut z)
+            .map_err(|e| e.as_damage(ErrorKind::BadZip).at(at()))?;
         inflate_prefix(&z, want).map_err(|e| ZIP_FAULTS.error(e).at(at()))
     }
 }

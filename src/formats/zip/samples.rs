@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use super::{Payload, ZipIndex, ZIP_FAULTS};
 use crate::batch::pool::{self, Work};
-use crate::batch::source::Source;
 use crate::batch::{ArraySpec, Index, Plan, Rows, Tag};
 use crate::codec::{Faults, NpyExpect};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::formats::npy::ARRAY_NAME;
+use crate::source::Files;
 
 /// What each selected member holds.
 #[derive(Debug, Clone)]
@@ -32,8 +32,8 @@ pub enum SamplePayload {
 }
 
 /// Members of one archive read as samples: sample `k` is member `members[k]`.
-pub struct ZipSamples<S> {
-    index: Arc<ZipIndex<S>>,
+pub struct ZipSamples {
+    index: Arc<ZipIndex>,
     members: Vec<usize>,
     /// `.npy` members: what each must hold (the reference member's header).
     npy: Option<Arc<NpyExpect>>,
@@ -41,15 +41,15 @@ pub struct ZipSamples<S> {
     threads: Option<usize>,
 }
 
-impl<S: Source> ZipSamples<S> {
+impl ZipSamples {
     /// The members at `members` of `index` (positions, in sample order) as samples holding
     /// `payload`; a `.npy` payload takes its dtype and shape from the reference's header.
     pub fn new(
-        index: Arc<ZipIndex<S>>,
+        index: Arc<ZipIndex>,
         members: Vec<usize>,
         payload: SamplePayload,
         threads: Option<usize>,
-    ) -> Result<ZipSamples<S>> {
+    ) -> Result<ZipSamples> {
         let reference = match payload {
             SamplePayload::Npy { reference } => Some(reference),
             SamplePayload::Raw { .. } => None,
@@ -98,7 +98,7 @@ impl<S: Source> ZipSamples<S> {
     }
 
     /// The archive.
-    pub fn zip(&self) -> &Arc<ZipIndex<S>> {
+    pub fn zip(&self) -> &Arc<ZipIndex> {
         &self.index
     }
 
@@ -108,7 +108,7 @@ impl<S: Source> ZipSamples<S> {
     }
 }
 
-impl<S: Source + Send + Sync> Index for ZipSamples<S> {
+impl Index for ZipSamples {
     fn len(&self) -> usize {
         self.members.len()
     }
@@ -125,8 +125,8 @@ impl<S: Source + Send + Sync> Index for ZipSamples<S> {
         ZIP_FAULTS
     }
 
-    fn source(&self) -> &dyn Source {
-        self.index.source()
+    fn files(&self) -> &dyn Files {
+        self.index.files()
     }
 
     fn work(&self, rows: usize, _arrays: &[usize]) -> Work {
