@@ -6,6 +6,8 @@
 //!   scatters batches for all of them, on a bounded, fork-aware pool.
 //! - [`formats`]: the indexes (NPY, NPZ, ZIP, HDF5).
 //! - [`codec`]: the decoders, pure functions from stored bytes to a sample's bytes.
+//! - [`open`]: what a reader reads, opened from a path or URL and its options (for one file
+//!   and for each shard of many).
 //! - [`dtype`]: element types, as numpy describes them.
 //! - [`source`]: where bytes come from, one trait object ([`source::Source`]): local files,
 //!   memory, and (in [`remote`]) objects in S3, GCS, Azure and HTTP(S), read by merged,
@@ -23,6 +25,7 @@ pub mod codec;
 pub mod dtype;
 pub mod error;
 pub mod formats;
+pub mod open;
 pub mod order;
 pub mod remote;
 pub mod source;

@@ -9,12 +9,14 @@
 //! bytes copied in, and a failure labelled with the file, member or chunk it came from.
 //!
 //! Adding a format is one implementation of [`Index`]; adding a place bytes come from, one
-//! implementation of [`crate::source::Source`]. README "Adding a format" walks through it.
+//! implementation of [`crate::source::Source`]. docs/develop.md, "Adding a format", walks through it.
 
 mod exec;
 mod parts;
 pub mod pending;
 pub mod pool;
+mod ragged;
+mod run;
 pub mod shards;
 pub mod tiling;
 
@@ -24,10 +26,10 @@ use crate::codec::Faults;
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 pub use exec::{Dest, Extent, Piece};
-pub use parts::Part;
 pub use pool::Work;
+pub use ragged::{Ragged, RaggedBatch, RaggedKind};
 
-use crate::source::{Coalesce, Files};
+use crate::source::Files;
 
 /// One array every sample of an index holds: its name, element type and per-sample shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,9 +40,23 @@ pub struct ArraySpec {
     pub dtype: DType,
     /// Shape of one sample.
     pub shape: Vec<usize>,
+    /// For an array whose samples differ in size: what they hold (read with
+    /// [`Batches::read_ragged`], never into fixed-size outputs). `dtype` and `shape` are then
+    /// what a fixed-size read of the index's own would take (an HDF5 dataset's heap IDs).
+    pub ragged: Option<Ragged>,
 }
 
 impl ArraySpec {
+    /// A fixed-size array.
+    pub fn fixed(name: impl Into<String>, dtype: DType, shape: Vec<usize>) -> ArraySpec {
+        ArraySpec {
+            name: name.into(),
+            dtype,
+            shape,
+            ragged: None,
+        }
+    }
+
     /// Bytes of one sample of this array.
     pub fn sample_bytes(&self) -> usize {
         self.shape.iter().product::<usize>() * self.dtype.itemsize()
@@ -62,6 +78,11 @@ impl Rows {
     /// `IndexError` naming `location` (the reader's file).
     pub fn resolve(idx: &[i64], len: usize, location: &str) -> Result<Rows> {
         tiling::resolve_indices(idx, len, location).map(|rows| Rows { rows, epoch: 0 })
+    }
+
+    /// Rows already resolved (a shard's part of a batch's), read in `epoch`.
+    pub(crate) fn of(rows: Vec<usize>, epoch: u64) -> Rows {
+        Rows { rows, epoch }
     }
 
     /// The same rows, read in `epoch`.
@@ -91,124 +112,89 @@ impl Rows {
     }
 }
 
-/// Which failure an extent's error is: an index's own label, turned into a location by
-/// [`Index::locate`] (a row, a member, a chunk's dataset and address, ...).
-pub type Tag = (u32, u64);
-
-/// Decoded bytes (a chunk of several samples) and the pieces of it a batch needs.
-#[derive(Debug)]
-pub struct Copy {
-    /// Which output (position in the batch's arrays).
-    pub slot: usize,
-    /// The bytes.
-    pub bytes: Arc<[u8]>,
-    /// What goes where.
-    pub pieces: Vec<Piece>,
+/// What an extent's failure is labelled with, for [`Index::locate`] to name: the array its
+/// bytes belong to (a dataset or key by position; 0 for an index of one array) and the thing
+/// in it that failed (a row, a member's position, a chunk's address: whatever the index
+/// plans by).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Tag {
+    /// The array, by position among the index's arrays.
+    pub array: u32,
+    /// The row, member or chunk, as the index numbers them.
+    pub at: u64,
 }
 
-/// A buffer the engine allocates for an extent that decodes bytes the index wants to keep (a
-/// chunk of several samples, kept for the next batch): the extent writes output
-/// `outputs + k` (the k-th scratch buffer), then its `pieces` are copied into `slot` and
-/// [`Index::keep`] gets the bytes with `key`.
-#[derive(Debug)]
-pub struct Scratch {
-    /// Which extent decodes into it.
-    pub extent: usize,
-    /// Its length.
-    pub len: usize,
-    /// Which output its pieces go to.
-    pub slot: usize,
-    /// What goes where.
-    pub pieces: Vec<Piece>,
-    /// What the index keeps it by.
-    pub key: Tag,
+impl Tag {
+    /// `at` of array `array`.
+    pub fn new(array: u32, at: u64) -> Tag {
+        Tag { array, at }
+    }
 }
 
-/// What an index plans for one batch.
-#[derive(Debug, Default)]
+/// A step the engine runs after a plan's extents have been read, in the order planned.
+#[derive(Debug)]
+pub enum After {
+    /// Bytes decoded before (a chunk the index keeps), copied piece by piece into output
+    /// `out`.
+    Copy {
+        /// Which output.
+        out: usize,
+        /// The bytes.
+        bytes: Arc<[u8]>,
+        /// What goes where.
+        pieces: Vec<Piece>,
+    },
+    /// Extent `extent` decodes into a buffer of its own, `len` bytes, whose `pieces` are then
+    /// copied into output `out` and which the index keeps ([`Index::keep`]) under `key`: a
+    /// chunk holding several samples, kept for the next batch.
+    Keep {
+        /// Which extent of the plan.
+        extent: usize,
+        /// The buffer's length.
+        len: usize,
+        /// Which output its pieces go to.
+        out: usize,
+        /// What goes where.
+        pieces: Vec<Piece>,
+        /// What the index keeps it by.
+        key: Tag,
+    },
+    /// The index fills output `out` itself ([`Index::fill`]), after everything else.
+    Fill {
+        /// Which output.
+        out: usize,
+        /// What to fill it with, as the index says.
+        tag: Tag,
+    },
+}
+
+/// What an index plans for one batch: the extents, each labelled, and the steps after them.
+#[derive(Default)]
 pub struct Plan {
-    /// The reads, each with the tag its failure is labelled with.
+    /// The reads.
     pub extents: Vec<Extent>,
-    /// One tag per extent.
+    /// One label per extent.
     pub tags: Vec<Tag>,
-    /// Extents that decode into buffers of their own (see [`Scratch`]).
-    pub scratch: Vec<Scratch>,
-    /// Bytes already decoded, copied into the outputs after the extents ran.
-    pub copies: Vec<Copy>,
-    /// Outputs the index fills itself, after everything else ([`Index::fill`]): the slot and a
-    /// tag saying what to fill it with.
-    pub deferred: Vec<(usize, Tag)>,
-    /// Bytes the index read while planning (the encoded images held in HDF5 rows, found only
-    /// by reading those rows), served to this plan's extents as file [`STAGED_FILE`].
-    pub staged: Option<Arc<[u8]>>,
+    /// What runs once the extents have.
+    pub after: Vec<After>,
+    /// Where this plan's extents read, when not from the index's files: bytes the index read
+    /// while planning (encoded images found only by reading HDF5 rows first), as a source.
+    pub files: Option<Arc<dyn Files + Send>>,
 }
 
-/// The file number a plan's extents read its [`Plan::staged`] bytes by.
-pub const STAGED_FILE: u32 = u32::MAX;
-
-/// How staged bytes are named in messages.
-pub(crate) const STAGED_NAME: &str = "<staged bytes>";
-
-/// Reads staged bytes: a read past them is a planning error, not bad input (the index
-/// planned these very bytes).
-pub(crate) fn read_staged(staged: &[u8], offset: u64, buf: &mut [u8]) -> Result<()> {
-    let src = usize::try_from(offset)
-        .ok()
-        .and_then(|start| staged.get(start..start.checked_add(buf.len())?))
-        .ok_or_else(|| {
-            Error::new(
-                ErrorKind::Internal,
-                STAGED_NAME,
-                format!(
-                    "internal planning error: {} bytes at offset {offset} past the staged bytes",
-                    buf.len()
-                ),
-            )
-        })?;
-    buf.copy_from_slice(src);
-    Ok(())
-}
-
-/// An index's files with a plan's staged bytes beside them, as file [`STAGED_FILE`].
-pub struct WithStaged<'a> {
-    base: &'a dyn Files,
-    staged: &'a [u8],
-}
-
-impl<'a> WithStaged<'a> {
-    /// `base`, with `staged` as file [`STAGED_FILE`].
-    pub fn new(base: &'a dyn Files, staged: &'a [u8]) -> WithStaged<'a> {
-        WithStaged { base, staged }
-    }
-}
-
-impl Files for WithStaged<'_> {
-    fn read_at(&self, file: u32, offset: u64, buf: &mut [u8]) -> Result<()> {
-        if file != STAGED_FILE {
-            return self.base.read_at(file, offset, buf);
-        }
-        read_staged(self.staged, offset, buf)
-    }
-
-    fn name(&self, file: u32) -> String {
-        if file == STAGED_FILE {
-            STAGED_NAME.to_string()
-        } else {
-            self.base.name(file)
-        }
-    }
-
-    fn coalesce(&self) -> Option<Coalesce> {
-        self.base.coalesce()
-    }
-
-    fn waits(&self) -> bool {
-        self.base.waits()
+impl std::fmt::Debug for Plan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plan")
+            .field("extents", &self.extents)
+            .field("tags", &self.tags)
+            .field("after", &self.after)
+            .field("files", &self.files.is_some())
+            .finish()
     }
 }
 
 impl Plan {
-    /// Adds an extent and its failure's tag.
+    /// Adds an extent and its failure's label.
     pub fn push(&mut self, extent: Extent, tag: Tag) {
         self.extents.push(extent);
         self.tags.push(tag);
@@ -253,37 +239,15 @@ pub trait Index: Send + Sync {
     /// Gives the error of the extent tagged `tag` its location (its file, member, chunk...).
     fn locate(&self, tag: Tag, error: Error) -> Error;
 
-    /// Keeps decoded bytes a [`Scratch`] buffer received (a chunk cache), under `key`.
+    /// Keeps the bytes an [`After::Keep`] buffer received (a chunk cache), under `key`.
     fn keep(&self, _key: Tag, _bytes: Arc<[u8]>) {}
-
-    /// The indexes a batch's rows are read from: `None` for this one, every row in place
-    /// (every format); a sharded index names each shard the rows touch, with its rows and
-    /// their places in the batch ([`read_split`] opens, plans and runs them).
-    fn split(&self, _rows: &Rows) -> Result<Option<Vec<Part>>> {
-        Ok(None)
-    }
-
-    /// Part `k` of a [`split`](Index::split), opened now if it is not open.
-    fn part(&self, _k: usize) -> Result<Arc<dyn Index>> {
-        Err(Error::new(
-            ErrorKind::Internal,
-            self.location(),
-            "internal planning error: an index without parts asked for one",
-        ))
-    }
-
-    /// How many parts a batch may hold open at once: [`read_split`] reads a batch touching
-    /// more in groups of this many, each group's parts let go before the next opens.
-    fn parts_at_once(&self) -> usize {
-        usize::MAX
-    }
 
     /// Whether reads wait on the network (object storage): such a batch never runs inline.
     fn waits(&self) -> bool {
         self.files().waits()
     }
 
-    /// Fills output `out` (of rows `rows`) as a [`Plan::deferred`] entry tagged `tag` asked.
+    /// Fills output `out` (of rows `rows`) as an [`After::Fill`] tagged `tag` asked.
     fn fill(&self, _rows: &Rows, _tag: Tag, _out: &mut [u8]) -> Result<()> {
         Err(Error::new(
             ErrorKind::Internal,
@@ -291,11 +255,129 @@ pub trait Index: Send + Sync {
             "internal planning error: a deferred output this index does not fill",
         ))
     }
+
+    /// Reads `rows` of the ragged array at `array` (its samples differ in size: their sizes
+    /// are known only from the bytes) into a new [`RaggedBatch`].
+    fn read_ragged(&self, _rows: &Rows, array: usize) -> Result<RaggedBatch> {
+        Err(Error::new(
+            ErrorKind::Internal,
+            self.location(),
+            format!("array {array} is not ragged"),
+        ))
+    }
+}
+
+/// What a reader reads batches through: one index ([`Index`], every format), or many read
+/// as one ([`shards::Shards`]).
+pub trait Batches: Send + Sync {
+    /// Samples.
+    fn len(&self) -> usize;
+
+    /// Whether there are no samples.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The arrays every sample holds.
+    fn arrays(&self) -> &[ArraySpec];
+
+    /// How errors name it.
+    fn location(&self) -> String;
+
+    /// The pool to run on: `Some(n)` for a pool of its own of `n` threads.
+    fn threads(&self) -> Option<usize>;
+
+    /// Whether reads wait on the network (object storage): such a batch never runs inline.
+    fn waits(&self) -> bool;
+
+    /// What reading `rows` of `arrays` costs (tiny reads run on the caller's thread).
+    fn work(&self, rows: usize, arrays: &[usize]) -> Work;
+
+    /// Reads `rows` of the fixed-size arrays at `arrays` into `outs`, one per array.
+    fn read(&self, rows: &Rows, arrays: &[usize], outs: &mut [&mut [u8]]) -> Result<()>;
+
+    /// Reads `rows` of the ragged array at `array` into a new batch.
+    fn read_ragged(&self, rows: &Rows, array: usize) -> Result<RaggedBatch>;
+}
+
+impl<T: Index> Batches for T {
+    fn len(&self) -> usize {
+        Index::len(self)
+    }
+
+    fn arrays(&self) -> &[ArraySpec] {
+        Index::arrays(self)
+    }
+
+    fn location(&self) -> String {
+        Index::location(self)
+    }
+
+    fn threads(&self) -> Option<usize> {
+        Index::threads(self)
+    }
+
+    fn waits(&self) -> bool {
+        Index::waits(self)
+    }
+
+    fn work(&self, rows: usize, arrays: &[usize]) -> Work {
+        Index::work(self, rows, arrays)
+    }
+
+    fn read(&self, rows: &Rows, arrays: &[usize], outs: &mut [&mut [u8]]) -> Result<()> {
+        check_fixed(self, arrays)?;
+        read_batch(self, rows, arrays, outs)
+    }
+
+    fn read_ragged(&self, rows: &Rows, array: usize) -> Result<RaggedBatch> {
+        check_ragged(self.arrays(), &self.location(), array)?;
+        pool::install_with(Index::threads(self), || {
+            Index::read_ragged(self, rows, array)
+        })
+    }
+}
+
+/// Refuses a fixed-size read of a ragged array (its samples' sizes are not the spec's).
+pub(crate) fn check_fixed(index: &dyn Index, arrays: &[usize]) -> Result<()> {
+    for &a in arrays {
+        if let Some(spec) = index.arrays().get(a).filter(|s| s.ragged.is_some()) {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                index.location(),
+                format!(
+                    "{:?} holds samples of different sizes: they are read as a ragged batch",
+                    spec.name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks that `array` is a ragged array of `arrays`.
+pub(crate) fn check_ragged(arrays: &[ArraySpec], location: &str, array: usize) -> Result<()> {
+    match arrays.get(array) {
+        Some(spec) if spec.ragged.is_some() => Ok(()),
+        Some(spec) => Err(Error::new(
+            ErrorKind::InvalidArgument,
+            location,
+            format!(
+                "{:?} is not ragged: its samples are read into arrays",
+                spec.name
+            ),
+        )),
+        None => Err(Error::new(
+            ErrorKind::Internal,
+            location,
+            format!("array {array} of {} does not exist", arrays.len()),
+        )),
+    }
 }
 
 /// Checks that `outs` are one output per array at `arrays`, each exactly `rows` samples long.
 pub fn check_outputs(
-    index: &dyn Index,
+    specs: &[ArraySpec],
     rows: usize,
     arrays: &[usize],
     outs: &[&mut [u8]],
@@ -307,7 +389,6 @@ pub fn check_outputs(
             "one output per array is needed",
         ));
     }
-    let specs = index.arrays();
     for (&a, out) in arrays.iter().zip(outs) {
         let spec = specs.get(a).ok_or_else(|| {
             Error::new(
@@ -332,257 +413,31 @@ pub fn read_batch(
     outs: &mut [&mut [u8]],
 ) -> Result<()> {
     pool::install_with(index.threads(), || {
-        let split = index.split(rows)?;
-        read_split(index, rows, split, arrays, outs)
+        check_outputs(index.arrays(), rows.len(), arrays, outs)?;
+        let mut plan = Plan::default();
+        index.plan(rows, arrays, &mut plan)?;
+        run::run_plans(
+            vec![run::Planned {
+                index,
+                rows,
+                at: None,
+                plan,
+            }],
+            arrays,
+            outs,
+        )
     })
 }
 
-/// [`read_batch`] for raw indices (negatives count from the end), resolved here.
+/// [`Batches::read`] for raw indices (negatives count from the end), resolved here.
 pub fn read(
-    index: &dyn Index,
+    batches: &dyn Batches,
     idx: &[i64],
     arrays: &[usize],
     outs: &mut [&mut [u8]],
 ) -> Result<()> {
-    let rows = Rows::resolve(idx, index.len(), &index.location())?;
-    read_batch(index, &rows, arrays, outs)
-}
-
-/// One index's plan for its rows of a batch, and where those rows land (`None`: in place).
-struct Planned<'a> {
-    index: &'a dyn Index,
-    rows: &'a Rows,
-    at: Option<&'a [usize]>,
-    plan: Plan,
-}
-
-/// Reads a batch that [`Index::split`] has split (or not: `None`) into `outs`, on the pool
-/// the caller runs on, opening the parts it reads (a shard's opener may run here, on the
-/// pool).
-pub fn read_split(
-    index: &dyn Index,
-    rows: &Rows,
-    split: Option<Vec<Part>>,
-    arrays: &[usize],
-    outs: &mut [&mut [u8]],
-) -> Result<()> {
-    check_outputs(index, rows.len(), arrays, outs)?;
-    let Some(parts) = split else {
-        let mut plan = Plan::default();
-        index.plan(rows, arrays, &mut plan)?;
-        let planned = Planned {
-            index,
-            rows,
-            at: None,
-            plan,
-        };
-        return run_plans(vec![planned], arrays, outs);
-    };
-    // Parts are opened a group at a time, so that a batch touching more shards than may be
-    // open at once never holds more (each group's rows are disjoint in the outputs).
-    for group in parts.chunks(index.parts_at_once().max(1)) {
-        let opened = group
-            .iter()
-            .map(|part| index.part(part.part))
-            .collect::<Result<Vec<_>>>()?;
-        let mut planned = Vec::with_capacity(group.len());
-        for (part, at) in group.iter().zip(&opened) {
-            check_parts_agree(index, &**at, arrays)?;
-            let mut plan = Plan::default();
-            at.plan(&part.rows, arrays, &mut plan)?;
-            planned.push(Planned {
-                index: &**at,
-                rows: &part.rows,
-                at: Some(&part.at),
-                plan,
-            });
-        }
-        run_plans(planned, arrays, outs)?;
-    }
-    Ok(())
-}
-
-/// A part must hold the arrays of the index it is part of, sample for sample the same size:
-/// its writes are moved by that size.
-fn check_parts_agree(whole: &dyn Index, part: &dyn Index, arrays: &[usize]) -> Result<()> {
-    for &a in arrays {
-        let (w, p) = (whole.arrays().get(a), part.arrays().get(a));
-        if w.map(ArraySpec::sample_bytes) != p.map(ArraySpec::sample_bytes) {
-            return Err(Error::new(
-                ErrorKind::Internal,
-                part.location(),
-                format!("array {a} of this part differs from the whole's ({w:?}, {p:?})"),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// Runs the plans of a batch's parts as one (see [`execute_plans`]), then checks that no file
-/// read changed meanwhile ([`Files::verify`]).
-fn run_plans(planned: Vec<Planned<'_>>, arrays: &[usize], outs: &mut [&mut [u8]]) -> Result<()> {
-    let sources: Vec<&dyn Files> = planned.iter().map(|p| p.index.files()).collect();
-    let result = execute_plans(planned, arrays, outs);
-    verified(&sources, result)
-}
-
-/// Sources checked one after another at most; more (a batch over many shards) are checked in
-/// parallel on the pool, as their reads were (each check is a `stat` of a file).
-const VERIFIED_IN_SERIES: usize = 8;
-
-/// `result`, unless a file the batch read changed under it: then that error, which is the
-/// cause of any other (bytes of another file read against this one's metadata).
-fn verified(sources: &[&dyn Files], result: Result<()>) -> Result<()> {
-    if sources.len() <= VERIFIED_IN_SERIES {
-        sources.iter().try_for_each(|s| s.verify())?;
-    } else {
-        use rayon::prelude::*;
-        sources.par_iter().try_for_each(|s| s.verify())?;
-    }
-    result
-}
-
-/// Runs the plans of a batch's parts as one: each part's extents, copies and scratch buffers
-/// moved to its rows' places (parts in place are left as planned), its files renumbered when
-/// there are several sources, everything executed together, then each part's index keeps
-/// and fills its own.
-fn execute_plans(
-    mut planned: Vec<Planned<'_>>,
-    arrays: &[usize],
-    outs: &mut [&mut [u8]],
-) -> Result<()> {
-    let Some(first) = planned.first() else {
-        return Ok(());
-    };
-    let faults = first.index.faults();
-    let row_bytes: Vec<usize> = arrays
-        .iter()
-        .map(|&a| first.index.arrays()[a].sample_bytes())
-        .collect();
-    let merged = planned.iter().any(|p| p.at.is_some());
-    let mut extents = Vec::new();
-    let mut owners: Vec<(usize, Tag)> = Vec::new();
-    let mut scratch: Vec<(usize, Scratch)> = Vec::new();
-    let mut copies: Vec<Copy> = Vec::new();
-    let mut deferred: Vec<(usize, usize, Tag)> = Vec::new();
-    let mut files = parts::PartFiles::default();
-    let staged: Vec<Option<Arc<[u8]>>> = planned.iter_mut().map(|p| p.plan.staged.take()).collect();
-    for (p, part) in planned.iter_mut().enumerate() {
-        let plan = std::mem::take(&mut part.plan);
-        let base = extents.len();
-        let writes_scratch: std::collections::HashSet<usize> =
-            plan.scratch.iter().map(|s| s.extent).collect();
-        for (i, e) in plan.extents.into_iter().enumerate() {
-            extents.push(match part.at {
-                None => e,
-                Some(at) => {
-                    let file = files.number(p, e.file, part.index.files(), staged[p].as_deref())?;
-                    parts::place_extent(e, file, &row_bytes, at, writes_scratch.contains(&i))?
-                }
-            });
-        }
-        owners.extend(plan.tags.into_iter().map(|t| (p, t)));
-        for mut s in plan.scratch {
-            s.extent += base;
-            if let Some(at) = part.at {
-                s.pieces = parts::place_pieces(s.pieces, row_bytes[s.slot], at)?;
-            }
-            scratch.push((p, s));
-        }
-        for mut c in plan.copies {
-            if let Some(at) = part.at {
-                c.pieces = parts::place_pieces(c.pieces, row_bytes[c.slot], at)?;
-            }
-            copies.push(c);
-        }
-        deferred.extend(plan.deferred.into_iter().map(|(slot, tag)| (p, slot, tag)));
-    }
-    // Scratch buffers are allocated as the index keeps them (one allocation, no copy after).
-    let mut buffers: Vec<Arc<[u8]>> = scratch
-        .iter()
-        .map(|(_, s)| std::iter::repeat_n(0u8, s.len).collect())
-        .collect();
-    for (k, (_, s)) in scratch.iter().enumerate() {
-        extents[s.extent].out = (outs.len() + k) as u32;
-    }
-    {
-        let mut all: Vec<&mut [u8]> = outs.iter_mut().map(|o| &mut **o).collect();
-        for b in &mut buffers {
-            all.push(Arc::get_mut(b).ok_or_else(|| {
-                Error::new(ErrorKind::Internal, "", "a scratch buffer is shared")
-            })?);
-        }
-        let with_staged;
-        let source: &dyn Files = if merged {
-            &files
-        } else {
-            match &staged[0] {
-                Some(bytes) => {
-                    with_staged = WithStaged::new(first_source(&planned), bytes);
-                    &with_staged
-                }
-                None => first_source(&planned),
-            }
-        };
-        exec::execute(source, &extents, &mut all, faults).map_err(|f| {
-            let (p, tag) = owners[f.extent];
-            planned[p].index.locate(tag, f.error)
-        })?;
-    }
-    // Already-decoded bytes and the scratch buffers' pieces, output by output.
-    let mut by_slot: std::collections::BTreeMap<usize, Vec<exec::ScatterFrom<'_>>> =
-        Default::default();
-    for c in &copies {
-        by_slot
-            .entry(c.slot)
-            .or_default()
-            .push((&c.bytes, &c.pieces));
-    }
-    for ((_, s), b) in scratch.iter().zip(&buffers) {
-        by_slot.entry(s.slot).or_default().push((b, &s.pieces));
-    }
-    for (slot, from) in by_slot {
-        exec::scatter(&from, outs[slot])?;
-    }
-    for ((p, s), b) in scratch.into_iter().zip(buffers) {
-        planned[p].index.keep(s.key, b);
-    }
-    for (p, slot, tag) in deferred {
-        let part = &planned[p];
-        match part.at {
-            None => part.index.fill(part.rows, tag, outs[slot])?,
-            Some(at) => fill_placed(part.index, part.rows, at, tag, row_bytes[slot], outs[slot])?,
-        }
-    }
-    Ok(())
-}
-
-fn first_source<'a>(planned: &[Planned<'a>]) -> &'a dyn Files {
-    planned[0].index.files()
-}
-
-/// A part's deferred fill: its rows gathered from their places in the batch, filled by its
-/// index (which may read what the executor wrote, as stand-ins for images that did not
-/// decode), and put back.
-fn fill_placed(
-    index: &dyn Index,
-    rows: &Rows,
-    at: &[usize],
-    tag: Tag,
-    row_bytes: usize,
-    out: &mut [u8],
-) -> Result<()> {
-    let mut mine = vec![0u8; rows.len() * row_bytes];
-    for (j, &r) in at.iter().enumerate() {
-        mine[j * row_bytes..(j + 1) * row_bytes]
-            .copy_from_slice(&out[r * row_bytes..(r + 1) * row_bytes]);
-    }
-    index.fill(rows, tag, &mut mine)?;
-    for (j, &r) in at.iter().enumerate() {
-        out[r * row_bytes..(r + 1) * row_bytes]
-            .copy_from_slice(&mine[j * row_bytes..(j + 1) * row_bytes]);
-    }
-    Ok(())
+    let rows = Rows::resolve(idx, batches.len(), &batches.location())?;
+    batches.read(&rows, arrays, outs)
 }
 
 /// Runs extents of `source` outside a batch (a whole member, a whole file) on the pool sized
@@ -600,5 +455,5 @@ pub fn run_extents(
         exec::execute(source, extents, outs, faults)
     })
     .map_err(|f| locate(f.extent, f.error));
-    verified(&[source], result)
+    run::verified(&[source], result)
 }

@@ -6,13 +6,13 @@
 use std::collections::HashMap;
 
 use super::exec::{Dest, Extent, Piece};
-use super::{read_staged, Rows, STAGED_FILE, STAGED_NAME};
+use super::Rows;
 use crate::error::{Error, ErrorKind, Result};
 use crate::source::{Coalesce, Files};
 
 /// Rows of one index read as part of a batch: a shard's rows, and where each lands.
-pub struct Part {
-    /// Which part of the whole the rows are read from (opened by [`super::Index::part`]).
+pub(super) struct Part {
+    /// Which part of the whole the rows are read from (a shard's number).
     pub part: usize,
     /// Its rows, in the order they appear in the batch.
     pub rows: Rows,
@@ -110,47 +110,27 @@ pub(crate) fn place_pieces(
     Ok(out)
 }
 
-/// Where a file of the merged plan is: a file of a part's files, or a part's staged bytes.
-enum File<'a> {
-    Of(&'a dyn Files, u32),
-    Staged(&'a [u8]),
-}
-
 /// The files of every part of a batch, numbered anew in the order the merged plan first
-/// reads them.
+/// reads them: file `n` is file `files[n].1` of `files[n].0`.
 #[derive(Default)]
 pub(crate) struct PartFiles<'a> {
-    files: Vec<File<'a>>,
+    files: Vec<(&'a dyn Files, u32)>,
     numbers: HashMap<(usize, u32), u32>,
     coalesce: Option<Coalesce>,
 }
 
 impl<'a> PartFiles<'a> {
-    /// The merged plan's number for `file` of part `part` (whose files are `source` and whose
-    /// staged bytes are `staged`).
-    pub(crate) fn number(
-        &mut self,
-        part: usize,
-        file: u32,
-        source: &'a dyn Files,
-        staged: Option<&'a [u8]>,
-    ) -> Result<u32> {
+    /// The merged plan's number for `file` of part `part`, whose plan reads `source`.
+    pub(crate) fn number(&mut self, part: usize, file: u32, source: &'a dyn Files) -> Result<u32> {
         if let Some(&n) = self.numbers.get(&(part, file)) {
             return Ok(n);
         }
-        let entry = if file == STAGED_FILE {
-            File::Staged(staged.ok_or_else(|| internal("a staged read without staged bytes"))?)
-        } else {
-            File::Of(source, file)
-        };
         if self.files.is_empty() {
             self.coalesce = source.coalesce();
         }
-        let n = u32::try_from(self.files.len())
-            .ok()
-            .filter(|&n| n != STAGED_FILE)
-            .ok_or_else(|| internal("too many files in one batch"))?;
-        self.files.push(entry);
+        let n =
+            u32::try_from(self.files.len()).map_err(|_| internal("too many files in one batch"))?;
+        self.files.push((source, file));
         self.numbers.insert((part, file), n);
         Ok(n)
     }
@@ -159,16 +139,14 @@ impl<'a> PartFiles<'a> {
 impl Files for PartFiles<'_> {
     fn read_at(&self, file: u32, offset: u64, buf: &mut [u8]) -> Result<()> {
         match self.files.get(file as usize) {
-            Some(File::Of(source, f)) => source.read_at(*f, offset, buf),
-            Some(File::Staged(bytes)) => read_staged(bytes, offset, buf),
+            Some((source, f)) => source.read_at(*f, offset, buf),
             None => Err(internal(format!("file {file} of a merged plan"))),
         }
     }
 
     fn name(&self, file: u32) -> String {
         match self.files.get(file as usize) {
-            Some(File::Of(source, f)) => source.name(*f),
-            Some(File::Staged(_)) => STAGED_NAME.to_string(),
+            Some((source, f)) => source.name(*f),
             None => format!("<file {file}>"),
         }
     }
@@ -178,17 +156,18 @@ impl Files for PartFiles<'_> {
     }
 }
 
-/// Moves `extent` of a part to the batch: its file renumbered, its writes placed (unless it
-/// writes a scratch buffer, whose pieces are placed instead).
+/// Moves `extent` of a part to the batch: its file renumbered and, when `placed`, its writes
+/// moved to its rows' places (an extent decoding into a kept buffer is not: that buffer's
+/// pieces are moved instead).
 pub(crate) fn place_extent(
     mut extent: Extent,
     file: u32,
     row_bytes: &[usize],
     at: &[usize],
-    scratch: bool,
+    placed: bool,
 ) -> Result<Extent> {
     extent.file = file;
-    if !scratch {
+    if placed {
         let rb = *row_bytes
             .get(extent.out as usize)
             .ok_or_else(|| internal(format!("output {} does not exist", extent.out)))?;

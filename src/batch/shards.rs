@@ -7,11 +7,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::parts::Part;
-use super::pool::Work;
-use super::{ArraySpec, Index, Plan, Rows, Tag};
-use crate::codec::Faults;
+use super::pool::{self, Work};
+use super::{check_outputs, check_ragged, run, ArraySpec, Batches, Index, Plan, RaggedBatch, Rows};
 use crate::error::{Error, ErrorKind, Result};
-use crate::source::Files;
 
 /// Opens shard `k` as an index of its format (with the options every shard shares).
 pub type Opener = Box<dyn Fn(usize) -> Result<Arc<dyn Index>> + Send + Sync>;
@@ -63,23 +61,6 @@ pub struct Shards {
     open: Mutex<Open>,
     threads: Option<usize>,
     location: String,
-}
-
-/// Stands in for a source: a sharded index's plans read from its shards' sources.
-struct NoFiles;
-
-impl Files for NoFiles {
-    fn read_at(&self, _file: u32, _offset: u64, _buf: &mut [u8]) -> Result<()> {
-        Err(Error::new(
-            ErrorKind::Internal,
-            "",
-            "internal planning error: a sharded index reads through its shards",
-        ))
-    }
-
-    fn name(&self, file: u32) -> String {
-        format!("<shard file {file}>")
-    }
 }
 
 impl Shards {
@@ -174,8 +155,8 @@ impl Shards {
         Ok(index)
     }
 
-    /// A shard must hold the samples counted for it, and arrays of the same shapes and item
-    /// sizes as every other (the binding checks names and dtypes, which it names its own way).
+    /// A shard must hold the samples counted for it, and the arrays of the whole (the opener
+    /// has said how one differs; this is the engine's own check that writes stay in place).
     fn check(&self, k: usize, index: &dyn Index) -> Result<()> {
         let name = &self.names[k];
         let want = self.range(k).len();
@@ -191,43 +172,58 @@ impl Shards {
                 ),
             ));
         }
-        let got = index.arrays();
-        if got.len() != self.arrays.len() {
+        if want > 0 && index.arrays() != self.arrays.as_slice() {
             return Err(Error::new(
                 ErrorKind::Inconsistent,
                 name.as_str(),
                 format!(
-                    "shard {k} holds {} arrays, {} holds {}",
-                    got.len(),
+                    "shard {k} holds other arrays than {} ({:?}, not {:?})",
                     self.names[0],
-                    self.arrays.len()
+                    index.arrays(),
+                    self.arrays
                 ),
             ));
-        }
-        for (g, w) in got.iter().zip(&self.arrays) {
-            if g.shape != w.shape || g.dtype.itemsize() != w.dtype.itemsize() {
-                return Err(Error::new(
-                    ErrorKind::Inconsistent,
-                    name.as_str(),
-                    format!(
-                        "shard {k} holds {:?} of shape {:?} ({}-byte items), but {} holds \
-                         {:?} of shape {:?} ({}-byte items)",
-                        g.name,
-                        g.shape,
-                        g.dtype.itemsize(),
-                        self.names[0],
-                        w.name,
-                        w.shape,
-                        w.dtype.itemsize()
-                    ),
-                ));
-            }
         }
         Ok(())
     }
 }
 
-impl Index for Shards {
+impl Shards {
+    /// Splits `rows` by shard: the shards in the order the batch first touches them, each
+    /// with its rows (kept in batch order) and their places in the batch.
+    fn split(&self, rows: &Rows) -> Vec<Part> {
+        let mut order: Vec<usize> = Vec::new();
+        let mut by_shard: HashMap<usize, (Vec<usize>, Vec<usize>)> = HashMap::new();
+        for (at, &row) in rows.as_slice().iter().enumerate() {
+            let k = self.shard_of(row);
+            let entry = by_shard.entry(k).or_insert_with(|| {
+                order.push(k);
+                Default::default()
+            });
+            entry.0.push(row - self.starts[k]);
+            entry.1.push(at);
+        }
+        order
+            .into_iter()
+            .map(|k| {
+                let (local, at) = by_shard.remove(&k).unwrap_or_default();
+                Part {
+                    part: k,
+                    rows: Rows::of(local, rows.epoch()),
+                    at,
+                }
+            })
+            .collect()
+    }
+
+    /// A batch over more shards than may be open is read this many shards at a time, each
+    /// group's shards let go before the next opens.
+    fn at_once(&self) -> usize {
+        self.lock().max.max(1)
+    }
+}
+
+impl Batches for Shards {
     fn len(&self) -> usize {
         self.starts[self.starts.len() - 1]
     }
@@ -240,75 +236,8 @@ impl Index for Shards {
         self.location.clone()
     }
 
-    /// A shard's own (each batch is executed with its first part's); HDF5's until one opens.
-    fn faults(&self) -> Faults {
-        let open = self.lock();
-        match open.shards.values().next() {
-            Some((index, _)) => index.faults(),
-            None => Faults::both(ErrorKind::Decode),
-        }
-    }
-
-    fn files(&self) -> &dyn Files {
-        &NoFiles
-    }
-
     fn threads(&self) -> Option<usize> {
         self.threads
-    }
-
-    fn work(&self, rows: usize, arrays: &[usize]) -> Work {
-        let bytes: usize = arrays
-            .iter()
-            .filter_map(|&a| self.arrays.get(a))
-            .map(ArraySpec::sample_bytes)
-            .sum();
-        Work::new(rows, (rows as u64).saturating_mul(bytes as u64))
-    }
-
-    fn plan(&self, _rows: &Rows, _arrays: &[usize], _plan: &mut Plan) -> Result<()> {
-        Err(Error::new(
-            ErrorKind::Internal,
-            self.location.as_str(),
-            "internal planning error: a sharded index is planned shard by shard",
-        ))
-    }
-
-    fn split(&self, rows: &Rows) -> Result<Option<Vec<Part>>> {
-        // Shards in the order the batch first touches them; rows kept in batch order.
-        let mut order: Vec<usize> = Vec::new();
-        let mut by_shard: HashMap<usize, (Vec<usize>, Vec<usize>)> = HashMap::new();
-        for (at, &row) in rows.as_slice().iter().enumerate() {
-            let k = self.shard_of(row);
-            let entry = by_shard.entry(k).or_insert_with(|| {
-                order.push(k);
-                Default::default()
-            });
-            entry.0.push(row - self.starts[k]);
-            entry.1.push(at);
-        }
-        let mut parts = Vec::with_capacity(order.len());
-        for k in order {
-            let (local, at) = by_shard.remove(&k).unwrap_or_default();
-            parts.push(Part {
-                part: k,
-                rows: Rows {
-                    rows: local,
-                    epoch: rows.epoch(),
-                },
-                at,
-            });
-        }
-        Ok(Some(parts))
-    }
-
-    fn part(&self, k: usize) -> Result<Arc<dyn Index>> {
-        self.shard(k)
-    }
-
-    /// A batch over more shards than may be open is read `max_open` shards at a time.
-    fn parts_at_once(&self) -> usize {
-        self.lock().max
     }
 
     /// Whether the shards are objects in object storage (every shard is of one kind: an open
@@ -321,7 +250,69 @@ impl Index for Shards {
             .is_some_and(|(index, _)| index.waits())
     }
 
-    fn locate(&self, _tag: Tag, error: Error) -> Error {
-        error
+    fn work(&self, rows: usize, arrays: &[usize]) -> Work {
+        let bytes: usize = arrays
+            .iter()
+            .filter_map(|&a| self.arrays.get(a))
+            .map(ArraySpec::sample_bytes)
+            .sum();
+        Work::new(rows, (rows as u64).saturating_mul(bytes as u64))
+    }
+
+    /// Each shard's rows are planned by the shard, and the plans run as one, so that shards
+    /// are read in parallel with each other; a group of shards at a time.
+    fn read(&self, rows: &Rows, arrays: &[usize], outs: &mut [&mut [u8]]) -> Result<()> {
+        for &a in arrays {
+            if self.arrays.get(a).is_some_and(|s| s.ragged.is_some()) {
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
+                    self.location.as_str(),
+                    format!(
+                        "{:?} holds samples of different sizes: they are read as a ragged \
+                         batch",
+                        self.arrays[a].name
+                    ),
+                ));
+            }
+        }
+        pool::install_with(self.threads, || {
+            check_outputs(&self.arrays, rows.len(), arrays, outs)?;
+            let parts = self.split(rows);
+            for group in parts.chunks(self.at_once()) {
+                let opened = group
+                    .iter()
+                    .map(|part| self.shard(part.part))
+                    .collect::<Result<Vec<_>>>()?;
+                let mut planned = Vec::with_capacity(group.len());
+                for (part, index) in group.iter().zip(&opened) {
+                    let mut plan = Plan::default();
+                    index.plan(&part.rows, arrays, &mut plan)?;
+                    planned.push(run::Planned {
+                        index: &**index,
+                        rows: &part.rows,
+                        at: Some(&part.at),
+                        plan,
+                    });
+                }
+                run::run_plans(planned, arrays, outs)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Each shard reads its rows, and the batches are put together in the batch's order.
+    fn read_ragged(&self, rows: &Rows, array: usize) -> Result<RaggedBatch> {
+        check_ragged(&self.arrays, &self.location, array)?;
+        pool::install_with(self.threads, || {
+            let parts = self.split(rows);
+            let mut read = Vec::with_capacity(parts.len());
+            for group in parts.chunks(self.at_once()) {
+                for part in group {
+                    let index = self.shard(part.part)?;
+                    read.push((index.read_ragged(&part.rows, array)?, part.at.as_slice()));
+                }
+            }
+            RaggedBatch::assemble(&read, rows.len())
+        })
     }
 }

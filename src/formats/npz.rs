@@ -100,6 +100,7 @@ impl NpzIndex {
                 name: k.name.clone(),
                 dtype: k.expect.dtype.clone(),
                 shape: k.expect.shape.clone(),
+                ragged: None,
             })
             .collect();
         let set = NpzIndex {
@@ -243,15 +244,16 @@ impl Index for NpzIndex {
                         j * n,
                         r as u32,
                     )
-                    .map_err(|e| self.locate((k as u32, r as u64), e))?;
-                plan.push(extent, (k as u32, r as u64));
+                    .map_err(|e| self.locate(Tag::new(k as u32, r as u64), e))?;
+                plan.push(extent, Tag::new(k as u32, r as u64));
             }
         }
         Ok(())
     }
 
     /// `(key, file)`: the member's archive and name.
-    fn locate(&self, (k, r): Tag, error: Error) -> Error {
+    fn locate(&self, tag: Tag, error: Error) -> Error {
+        let (k, r) = (tag.array, tag.at);
         error.at(format!(
             "{}:{}",
             self.paths[r as usize].display(),

@@ -156,6 +156,21 @@ fn check_range(name: &str, offset: u64, len: usize, file_len: u64) -> Result<()>
     }
 }
 
+/// How a message shows `path`: as Python shows a name that is not UTF-8 once escaped
+/// (`os.fsdecode`, then `backslashreplace`): each byte that is not part of valid UTF-8 as
+/// `\udcXX`, the rest as it is.
+pub fn shown(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = String::new();
+    for chunk in path.as_os_str().as_bytes().utf8_chunks() {
+        out.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\udc{b:02x}"));
+        }
+    }
+    out
+}
+
 /// One file read by many threads (a ZIP archive, an HDF5 file) through a single descriptor.
 /// `pread` keeps no cursor, so the descriptor is shared by threads and stays valid in forked
 /// children, which inherit it; a reader pickled for `spawn` opens the path again.
@@ -170,7 +185,7 @@ impl LocalFile {
     /// Opens `path` (a regular file, see [`open_regular`]) and stamps it: a read past the
     /// length it had then, or one after it was rewritten, is a `Changed` error.
     pub fn open(path: PathBuf) -> Result<LocalFile> {
-        let name = path.display().to_string();
+        let name = shown(&path);
         let file = open_regular(&path)?;
         let meta = file.metadata().map_err(|e| Error::io(&name, e))?;
         Ok(LocalFile {
@@ -233,7 +248,7 @@ impl StampedPath {
     /// `path` as it is now (opened to stamp it, and kept open until [`Source::opened`]; see
     /// [`open_regular`]).
     pub fn open(path: PathBuf) -> Result<StampedPath> {
-        let name = path.display().to_string();
+        let name = shown(&path);
         let file = open_regular(&path)?;
         let meta = file.metadata().map_err(|e| Error::io(&name, e))?;
         Ok(StampedPath {
@@ -254,7 +269,7 @@ impl StampedPath {
 
     /// `path`, which must still match `stamp` when read.
     pub fn with_stamp(path: PathBuf, stamp: FileStamp) -> StampedPath {
-        let name = path.display().to_string();
+        let name = shown(&path);
         StampedPath {
             path,
             name,

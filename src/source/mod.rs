@@ -17,7 +17,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::error::{Error, ErrorKind, Result};
-pub use file::{open_regular, read_exact_at, read_whole, FileStamp, LocalFile, StampedPath};
+pub use file::{open_regular, read_exact_at, read_whole, shown, FileStamp, LocalFile, StampedPath};
 pub use memory::Memory;
 
 /// The local file at `path`, opened now, as a source.

@@ -26,11 +26,11 @@ pub use meta::Filter;
 pub(crate) use meta::{DatasetMeta, Layout};
 pub use select::Selection;
 use select::{normalize, select, ReadPath};
-pub use vlen::{RaggedBatch, RaggedPlan, Vlen, VlenKind};
+pub use vlen::{RaggedPlan, Vlen, VlenKind};
 
 use crate::batch::pool;
 use crate::batch::tiling::Tiling;
-use crate::batch::{ArraySpec, Index, Plan, Rows, Tag};
+use crate::batch::{After, ArraySpec, Index, Plan, Ragged, RaggedBatch, RaggedKind, Rows, Tag};
 use crate::codec::Faults;
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
@@ -268,6 +268,17 @@ impl Hdf5File {
                 name: d.name().to_string(),
                 dtype: d.dtype.clone(),
                 shape: d.sample_shape().to_vec(),
+                ragged: d.vlen().map(|v| Ragged {
+                    kind: match v.kind {
+                        VlenKind::Array => RaggedKind::Values,
+                        VlenKind::Bytes => RaggedKind::Bytes,
+                        VlenKind::Unicode => RaggedKind::Text,
+                    },
+                    dtype: v.base.clone(),
+                    shape: std::iter::once(None)
+                        .chain(v.elem_shape.iter().map(|&n| Some(n)))
+                        .collect(),
+                }),
             })
             .collect();
         Ok(Hdf5File {
@@ -292,6 +303,21 @@ impl Hdf5File {
     /// position here is what [`Hdf5File::position`] returns and the `w` other methods take.
     pub fn datasets(&self) -> &[Hdf5Dataset] {
         &self.datasets
+    }
+
+    /// Samples stored (and decoded) together: the first chunk dimension of the dataset whose
+    /// chunks hold the most bytes; 1 when no chunk holds several samples.
+    pub fn samples_per_chunk(&self) -> usize {
+        let mut best = (0usize, 1usize);
+        for d in &self.datasets {
+            if let Some(chunks) = d.chunks().filter(|c| !c.is_empty()) {
+                let bytes = chunks.iter().product::<usize>() * d.dtype().itemsize();
+                if bytes > best.0 {
+                    best = (bytes, chunks[0]);
+                }
+            }
+        }
+        best.1.max(1)
     }
 
     /// Datasets left out of an `All` selection, with the reason.
@@ -379,7 +405,10 @@ impl Index for Hdf5File {
                         "variable-length data is read with read_ragged",
                     ));
                 }
-                ReadPath::Library(_) => plan.deferred.push((slot, (w as u32, 0))),
+                ReadPath::Library(_) => plan.after.push(After::Fill {
+                    out: slot,
+                    tag: Tag::new(w as u32, 0),
+                }),
                 ReadPath::Unreadable(why) => {
                     return Err(Error::new(
                         ErrorKind::Unsupported,
@@ -394,20 +423,29 @@ impl Index for Hdf5File {
     }
 
     /// `(dataset, file offset)`: the dataset and the chunk's address.
-    fn locate(&self, (w, addr): Tag, error: Error) -> Error {
+    /// The dataset and the chunk's (or row's) address in the file.
+    fn locate(&self, tag: Tag, error: Error) -> Error {
         error.at(format!(
-            "{}:{} (chunk at byte {addr})",
+            "{}:{} (chunk at byte {})",
             self.location,
-            self.datasets[w as usize].name()
+            self.datasets[tag.array as usize].name(),
+            tag.at
         ))
     }
 
+    /// The chunk cache keeps a decoded chunk by dataset and chunk number.
     fn keep(&self, key: Tag, bytes: Arc<[u8]>) {
-        self.cache.insert(key, bytes);
+        self.cache.insert((key.array, key.at), bytes);
     }
 
-    /// libhdf5 reads dataset `w` itself.
-    fn fill(&self, rows: &Rows, (w, _): Tag, out: &mut [u8]) -> Result<()> {
-        self.read_with_library(w as usize, rows.as_slice(), out)
+    /// libhdf5 reads dataset `tag.array` itself.
+    fn fill(&self, rows: &Rows, tag: Tag, out: &mut [u8]) -> Result<()> {
+        self.read_with_library(tag.array as usize, rows.as_slice(), out)
+    }
+
+    /// The sequences of variable-length dataset `w`: natively (heap IDs decoded like any
+    /// chunk, sequences read in parallel) where its storage allows, else by libhdf5.
+    fn read_ragged(&self, rows: &Rows, w: usize) -> Result<RaggedBatch> {
+        self.read_sequences(rows, w)
     }
 }

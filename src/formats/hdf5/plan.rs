@@ -6,7 +6,7 @@ use super::meta::{ChunkLoc, Layout};
 use super::select::ReadPath;
 use super::Hdf5File;
 use crate::batch::tiling::ChunkRead;
-use crate::batch::{Copy, Dest, Extent, Plan, Scratch};
+use crate::batch::{After, Dest, Extent, Plan, Tag};
 use crate::codec::{ChunkDecoder, Pipeline, Step};
 use crate::error::Result;
 
@@ -51,14 +51,14 @@ impl Hdf5File {
                 for (k, &i) in rows.iter().enumerate() {
                     let mut e = Extent::raw(0, addr + (i * sb) as u64, sb, Dest::At(k * sb));
                     e.out = slot as u32;
-                    plan.push(e, (w as u32, addr + (i * sb) as u64));
+                    plan.push(e, Tag::new(w as u32, addr + (i * sb) as u64));
                 }
             }
             ReadPath::Fill => {
                 for k in 0..rows.len() {
                     plan.push(
                         fill_extent(&ds.meta.fill, sb, slot, Dest::At(k * sb)),
-                        (w as u32, 0),
+                        Tag::new(w as u32, 0),
                     );
                 }
             }
@@ -93,8 +93,8 @@ impl Hdf5File {
             // The decoded bytes the batch needs from the chunk: its rows' runs end here.
             let need = pieces.iter().map(|p| p.src + p.len).max().unwrap_or(0);
             if let Some(bytes) = self.cache.get(key, need) {
-                plan.copies.push(Copy {
-                    slot,
+                plan.after.push(After::Copy {
+                    out: slot,
                     bytes,
                     pieces,
                 });
@@ -108,7 +108,7 @@ impl Hdf5File {
             let addr = loc.map_or(0, |l| l.addr);
             if exact && uses.len() == 1 {
                 extent.dest = Dest::At(uses[0].0 * sb);
-                plan.push(extent, (w as u32, addr));
+                plan.push(extent, Tag::new(w as u32, addr));
                 continue;
             }
             // A chunk of several samples read in a random order (the cache mostly misses):
@@ -123,18 +123,18 @@ impl Hdf5File {
             }
             if c0 > 1 && loc.is_some() && self.cache.fits(len) {
                 // Holds several samples: decode once, keep it for the next batch.
-                plan.scratch.push(Scratch {
+                plan.after.push(After::Keep {
                     extent: plan.extents.len(),
                     len,
-                    slot,
+                    out: slot,
                     pieces,
-                    key,
+                    key: Tag::new(key.0, key.1),
                 });
                 extent.dest = Dest::At(0);
             } else {
                 extent.dest = Dest::Scatter(pieces);
             }
-            plan.push(extent, (w as u32, addr));
+            plan.push(extent, Tag::new(w as u32, addr));
         }
         Ok(())
     }

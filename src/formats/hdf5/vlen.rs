@@ -33,6 +33,7 @@ use super::meta::FileFacts;
 use super::types::descr_of;
 use super::{h5err, with_library, Hdf5Dataset, Hdf5File};
 use crate::batch::pool;
+use crate::batch::RaggedBatch;
 use crate::batch::Rows;
 use crate::dtype::literal::Literal;
 use crate::dtype::DType;
@@ -231,63 +232,23 @@ impl HeapIndex {
     }
 }
 
-/// A batch of sequences, read: their elements one after another, and where each sample's
-/// start (`offsets[k]..offsets[k + 1]`, in elements).
-pub struct RaggedBatch {
-    /// The elements' bytes, in storage aligned for any numeric element (8 bytes).
-    storage: Vec<u64>,
-    nbytes: usize,
-    /// `offsets[k]..offsets[k + 1]`: the elements of sample `k` in [`RaggedBatch::bytes`];
-    /// one entry more than samples, the first 0.
-    pub offsets: Vec<u64>,
-}
-
-impl RaggedBatch {
-    fn zeroed(nbytes: usize, offsets: Vec<u64>) -> RaggedBatch {
-        RaggedBatch {
-            storage: vec![0u64; nbytes.div_ceil(8)],
-            nbytes,
-            offsets,
-        }
+/// Ends every sequence of 1-byte elements at its first NUL (C strings), moving the rest
+/// down in place.
+fn cut_at_nul(batch: &mut RaggedBatch) {
+    let mut kept = 0usize;
+    let mut offsets = Vec::with_capacity(batch.offsets.len());
+    offsets.push(0u64);
+    let bounds = std::mem::take(&mut batch.offsets);
+    let bytes = batch.bytes_mut();
+    for w in bounds.windows(2) {
+        let (a, b) = (w[0] as usize, w[1] as usize);
+        let len = bytes[a..b].iter().position(|&c| c == 0).unwrap_or(b - a);
+        bytes.copy_within(a..a + len, kept);
+        kept += len;
+        offsets.push(kept as u64);
     }
-
-    /// The elements' bytes, to be filled in (8-byte aligned).
-    pub fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: the storage holds at least `nbytes` initialised bytes (zeroed u64s), and a
-        // u8 view of u64s has no alignment or validity requirement.
-        unsafe { std::slice::from_raw_parts_mut(self.storage.as_mut_ptr().cast(), self.nbytes) }
-    }
-
-    /// The elements of every sample, one after another (8-byte aligned).
-    pub fn bytes(&self) -> &[u8] {
-        // SAFETY: as in `bytes_mut`.
-        unsafe { std::slice::from_raw_parts(self.storage.as_ptr().cast(), self.nbytes) }
-    }
-
-    /// Ends every sequence of 1-byte elements at its first NUL (C strings), moving the rest
-    /// down in place.
-    fn cut_at_nul(&mut self) {
-        let mut kept = 0usize;
-        let mut offsets = Vec::with_capacity(self.offsets.len());
-        offsets.push(0u64);
-        let bounds = std::mem::take(&mut self.offsets);
-        let bytes = self.bytes_mut();
-        for w in bounds.windows(2) {
-            let (a, b) = (w[0] as usize, w[1] as usize);
-            let len = bytes[a..b].iter().position(|&c| c == 0).unwrap_or(b - a);
-            bytes.copy_within(a..a + len, kept);
-            kept += len;
-            offsets.push(kept as u64);
-        }
-        self.nbytes = kept;
-        self.offsets = offsets;
-    }
-
-    /// The 8-byte storage (its first `nbytes` bytes are the elements), `nbytes` and the
-    /// offsets, handed over without a copy.
-    pub fn into_parts(self) -> (Vec<u64>, usize, Vec<u64>) {
-        (self.storage, self.nbytes, self.offsets)
-    }
+    batch.nbytes = kept;
+    batch.offsets = offsets;
 }
 
 impl RaggedPlan {
@@ -342,7 +303,7 @@ fn owned(id: hid_t, close: Close, at: &str, what: &str) -> Result<Handle> {
 impl Hdf5File {
     /// Samples `idx` of the variable-length dataset `w`: natively (heap IDs decoded like any
     /// chunk, sequences read in parallel) where the dataset's storage allows, else by libhdf5.
-    pub fn read_ragged(&self, rows: &Rows, w: usize) -> Result<RaggedBatch> {
+    pub(super) fn read_sequences(&self, rows: &Rows, w: usize) -> Result<RaggedBatch> {
         if self.datasets[w].reads_through_library() {
             return self.read_ragged_with_library(rows, w);
         }
@@ -351,10 +312,10 @@ impl Hdf5File {
             .ok()
             .and_then(|n| n.checked_mul(plan.elem_bytes))
             .ok_or_else(|| h5err(&self.location, "batch too large"))?;
-        let mut batch = RaggedBatch::zeroed(nbytes, plan.offsets.clone());
+        let mut batch = RaggedBatch::zeroed(nbytes, plan.offsets.clone(), plan.elem_bytes);
         self.fill_ragged(&plan, batch.bytes_mut())?;
         if self.vlen_dataset(w)?.2.nul_terminated {
-            batch.cut_at_nul();
+            cut_at_nul(&mut batch);
         }
         Ok(batch)
     }
@@ -478,7 +439,7 @@ impl Hdf5File {
                 Ok((bytes, offsets))
             }
         })?;
-        let mut batch = RaggedBatch::zeroed(bytes.len(), offsets);
+        let mut batch = RaggedBatch::zeroed(bytes.len(), offsets, elem_bytes.max(1));
         batch.bytes_mut().copy_from_slice(&bytes);
         Ok(batch)
     }
@@ -646,9 +607,9 @@ mod tests {
     #[test]
     fn c_strings_end_at_their_first_nul() {
         let text = b"ab\x01\0b\x01xyz\0\0q";
-        let mut batch = RaggedBatch::zeroed(text.len(), vec![0, 6, 6, 9, 12]);
+        let mut batch = RaggedBatch::zeroed(text.len(), vec![0, 6, 6, 9, 12], 1);
         batch.bytes_mut().copy_from_slice(text);
-        batch.cut_at_nul();
+        cut_at_nul(&mut batch);
         assert_eq!(batch.offsets, vec![0, 3, 3, 6, 6]);
         assert_eq!(batch.bytes(), b"ab\x01xyz");
     }

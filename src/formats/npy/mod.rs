@@ -163,6 +163,7 @@ impl NpyIndex {
                 name: ARRAY_NAME.to_string(),
                 dtype: first.dtype.clone(),
                 shape: first.shape.clone(),
+                ragged: None,
             }],
             header: first,
             threads,
@@ -235,7 +236,7 @@ impl Index for NpyIndex {
                     out: 0,
                     dest: Dest::At(k * n),
                 },
-                (0, i as u64),
+                Tag::new(0, i as u64),
             );
         }
         Ok(())

@@ -30,10 +30,12 @@ mod directory;
 mod local;
 mod npy_member;
 mod samples;
+mod select;
 
 use directory::LOCAL_HEADER_LEN;
 pub use npy_member::NpyLayout;
 pub use samples::{SamplePayload, ZipSamples};
+pub use select::{fnmatch, sample_payload, Members};
 
 const STORED: u16 = 0;
 const DEFLATED: u16 = 8;

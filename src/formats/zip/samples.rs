@@ -92,6 +92,7 @@ impl ZipSamples {
                 name: ARRAY_NAME.to_string(),
                 dtype,
                 shape,
+                ragged: None,
             }],
             threads,
         })
@@ -150,7 +151,7 @@ impl Index for ZipSamples {
             .prelocate(&members, if self.npy.is_some() { 512 } else { 0 });
         let extents = pool::try_map(rows.as_slice(), |k, &row| {
             let i = self.members[row];
-            let located = |e: Error| self.locate((0, i as u64), e);
+            let located = |e: Error| self.locate(Tag::new(0, i as u64), e);
             match &self.npy {
                 Some(expect) => {
                     let data = self.index.member_data(i).map_err(located)?;
@@ -160,6 +161,8 @@ impl Index for ZipSamples {
                         .map_err(located)
                 }
                 None => {
+                    // The member's own faults (limits, encryption, a damaged header) first.
+                    self.index.member_data(i).map_err(located)?;
                     let size = self.index.members()[i].size();
                     if size != n as u64 {
                         return Err(Error::new(
@@ -175,13 +178,14 @@ impl Index for ZipSamples {
             }
         })?;
         for (extent, &row) in extents.into_iter().zip(rows.as_slice()) {
-            plan.push(extent, (0, self.members[row] as u64));
+            plan.push(extent, Tag::new(0, self.members[row] as u64));
         }
         Ok(())
     }
 
     /// `(0, member)`: the archive and the member's name.
-    fn locate(&self, (_, member): Tag, error: Error) -> Error {
+    fn locate(&self, tag: Tag, error: Error) -> Error {
+        let member = tag.at;
         error.at(self.index.member_location(member as usize))
     }
 }
