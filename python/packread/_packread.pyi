@@ -9,10 +9,13 @@ from numpy.typing import NDArray
 __all__ = [
     "DEFAULT_CACHE_BYTES",
     "DEFAULT_MAX_HEADER_SIZE",
+    "DEFAULT_MAX_IMAGE_BYTES",
     "DEFAULT_MAX_MEMBER_BYTES",
     "DEFAULT_MAX_PIXELS",
+    "HEAD_BYTES",
     "MAX_THREADS",
     "SLAB_HEADER",
+    "TAIL_BYTES",
     "BufferPool",
     "HDF5File",
     "ImageErrors",
@@ -24,7 +27,6 @@ __all__ = [
     "RemoteObject",
     "ShardSet",
     "SharedSlab",
-    "SizedResult",
     "ZipArchive",
     "__version__",
     "epoch_order",
@@ -50,7 +52,15 @@ DEFAULT_MAX_MEMBER_BYTES: int
 DEFAULT_CACHE_BYTES: int
 DEFAULT_MAX_PIXELS: int
 MAX_THREADS: int
+HEAD_BYTES: int
+TAIL_BYTES: int
+DEFAULT_MAX_IMAGE_BYTES: int
 SLAB_HEADER: int
+
+# Options cross as one mapping of named values (src/py/options.rs reads them by name).
+_Options = dict[str, Any]
+# A byte source: a path, an opened object, bytes-like (a uint8 view), or a file object.
+_Source = str | os.PathLike[str] | bytes | NDArray[np.uint8] | Any
 
 def set_num_threads(n: int) -> None: ...
 def get_num_threads() -> int: ...
@@ -73,26 +83,39 @@ def shard_order(
 class ShardSet:
     def __new__(
         cls,
-        names: Sequence[str],
-        lengths: Sequence[int],
-        arrays: Sequence[tuple[str, np.dtype[Any], Sequence[int]]],
-        opener: Callable[[int], Reader],
+        format: str,
+        paths: Sequence[str | os.PathLike[str]],
+        options: _Options,
+        state: dict[str, Any] | None,
         max_open: int,
-        opened: Sequence[tuple[int, Reader]],
-        num_threads: int | None = ...,
     ) -> ShardSet: ...
+    @staticmethod
+    def valid_state(state: object, shards: int) -> bool: ...
     def __len__(self) -> int: ...
+    def state(self) -> dict[str, Any]: ...
+    @property
+    def lengths(self) -> list[int]: ...
+    @property
+    def labels(self) -> NDArray[np.int64] | None: ...
+    @property
+    def classes(self) -> list[str] | None: ...
+    @property
+    def samples_per_chunk(self) -> int: ...
     def open_count(self) -> int: ...
     def reader(self) -> Reader: ...
+    def shard_names(self, k: int) -> list[str]: ...
+    def errors(self) -> dict[int, str]: ...
+    def error_count(self) -> int: ...
+    def arrays(self) -> list[tuple[str, np.dtype[Any], tuple[int, ...], str | None]]: ...
 
 @final
 class PendingRead:
     def done(self) -> bool: ...
     def wait(self, timeout: float | None = ...) -> None: ...
 
-def load_npy_file(path: str | os.PathLike[str], max_header_size: int = ...) -> NDArray[Any]: ...
+def load_npy_file(source: _Source, options: _Options) -> NDArray[Any]: ...
 def parse_npy_buffer(
-    buffer: NDArray[np.uint8], max_header_size: int = ...
+    buffer: NDArray[np.uint8], options: _Options
 ) -> tuple[np.dtype[Any], bool, tuple[int, ...], int, bool]: ...
 
 @final
@@ -100,7 +123,7 @@ class Reader:
     def __len__(self) -> int: ...
     @property
     def location(self) -> str: ...
-    def arrays(self) -> list[tuple[str, np.dtype[Any], tuple[int, ...]]]: ...
+    def arrays(self) -> list[tuple[str, np.dtype[Any], tuple[int, ...], str | None]]: ...
     def read_into(
         self,
         idx: NDArray[np.int64],
@@ -108,20 +131,21 @@ class Reader:
         outs: list[NDArray[Any]],
         epoch: int = ...,
     ) -> PendingRead: ...
+    def read_ragged(
+        self, idx: NDArray[np.int64], array: int, epoch: int = ...
+    ) -> tuple[PendingRead, RaggedResult]: ...
 
-def open_npy(
-    paths: list[str | os.PathLike[str]],
-    max_header_size: int = ...,
-    num_threads: int | None = ...,
-) -> Reader: ...
+@final
+class RaggedResult:
+    def take(
+        self,
+    ) -> tuple[NDArray[np.uint64], int, NDArray[np.int64], list[list[int]] | None]: ...
+
+def open_npy(paths: list[str | os.PathLike[str]], options: _Options) -> Reader: ...
 def open_npy_remote(
     urls: list[str],
-    options: list[tuple[str, str]],
-    cache_dir: str | os.PathLike[str] | None,
     stamps: list[tuple[int, str | None, int | None]] | None,
-    max_header_size: int = ...,
-    num_threads: int | None = ...,
-    data_cache: tuple[str | os.PathLike[str], int] | None = ...,
+    options: _Options,
 ) -> tuple[Reader, list[tuple[int, str | None, int | None]]]: ...
 def remote_glob(pattern: str, options: list[tuple[str, str]]) -> list[str]: ...
 def is_url(s: str) -> bool: ...
@@ -168,35 +192,20 @@ class RemoteObject:
 
 @final
 class ImageFile:
-    def __new__(
-        cls,
-        archive: ZipArchive | None,
-        members: list[int],
-        paths: list[str],
-        hdf5: HDF5File | None,
-        dataset: int,
-        names: list[str],
-        size: tuple[int, int] | None,
-        crop: str,
-        resize: int,
-        scale: tuple[float, float],
-        ratio: tuple[float, float],
-        flip: bool,
-        layout: str,
-        mode: str,
-        normalize: tuple[list[float], list[float], str] | None,
-        exif_transpose: bool,
-        max_pixels: int,
-        seed: int,
-        skip: bool,
-        num_threads: int | None,
-        draft: bool = ...,
-    ) -> ImageFile: ...
+    def __new__(cls, source: _Source, options: _Options) -> ImageFile: ...
+    def names(self) -> list[str]: ...
+    @property
+    def labels(self) -> NDArray[np.int64] | None: ...
+    @property
+    def classes(self) -> list[str] | None: ...
+    @property
+    def label_source(self) -> str | None: ...
+    @property
+    def location(self) -> str: ...
     def __len__(self) -> int: ...
     @property
     def reader(self) -> Reader: ...
     def crop(self, index: int, epoch: int) -> tuple[int, int, int, int, bool]: ...
-    def read_sized(self, idx: NDArray[np.int64], epoch: int) -> tuple[PendingRead, SizedResult]: ...
     def encoded(self, index: int) -> bytes: ...
     def errors(self) -> dict[int, str]: ...
     @property
@@ -207,24 +216,11 @@ class ImageErrors:
     def errors(self) -> dict[int, str]: ...
     def __len__(self) -> int: ...
 
-@final
-class SizedResult:
-    def take(
-        self,
-    ) -> tuple[NDArray[np.uint64], int, NDArray[np.int64], list[tuple[int, int, int]]]: ...
-
 def image_info(data: bytes, max_pixels: int = ...) -> tuple[str, int, int, bool, bool]: ...
 
 @final
 class ZipArchive:
-    def __new__(
-        cls,
-        path: str | os.PathLike[str] | RemoteObject,
-        verify_crc: bool = ...,
-        max_member_bytes: int = ...,
-        max_header_size: int = ...,
-        num_threads: int | None = ...,
-    ) -> ZipArchive: ...
+    def __new__(cls, source: _Source, options: _Options) -> ZipArchive: ...
     def __len__(self) -> int: ...
     @property
     def path(self) -> str: ...
@@ -234,44 +230,17 @@ class ZipArchive:
     def info(self, position: int) -> tuple[str, int, int, int, int]: ...
     def read(self, position: int) -> bytes: ...
     def npy_info(self, position: int) -> tuple[np.dtype[Any], tuple[int, ...]] | None: ...
-    def samples(
-        self,
-        positions: list[int],
-        dtype: np.dtype[Any] | None = ...,
-        shape: list[int] | None = ...,
-        reference: int | None = ...,
-    ) -> Reader: ...
+    def samples(self, options: _Options) -> tuple[Reader, list[str]]: ...
 
-def open_npz(
-    paths: list[str | os.PathLike[str]],
-    verify_crc: bool = ...,
-    max_member_bytes: int = ...,
-    max_header_size: int = ...,
-    num_threads: int | None = ...,
-) -> Reader: ...
-def load_npz_file(
-    path: str | os.PathLike[str],
-    verify_crc: bool = ...,
-    max_member_bytes: int = ...,
-    max_header_size: int = ...,
-) -> dict[str, NDArray[Any] | bytes]: ...
+def open_npz(paths: list[str | os.PathLike[str]], options: _Options) -> Reader: ...
+def load_npz_file(source: _Source, options: _Options) -> dict[str, NDArray[Any] | bytes]: ...
 def load_npz_buffer(
-    buffer: NDArray[np.uint8],
-    verify_crc: bool = ...,
-    max_member_bytes: int = ...,
-    max_header_size: int = ...,
+    buffer: NDArray[np.uint8], options: _Options
 ) -> dict[str, NDArray[Any] | bytes]: ...
 
 @final
 class HDF5File:
-    def __new__(
-        cls,
-        src: str | os.PathLike[str] | bytes | RemoteObject,
-        datasets: list[str] | None = ...,
-        num_threads: int | None = ...,
-        cache_bytes: int = ...,
-        in_memory: bool = ...,
-    ) -> HDF5File: ...
+    def __new__(cls, source: _Source, options: _Options) -> HDF5File: ...
     def __len__(self) -> int: ...
     @property
     def path(self) -> str: ...
@@ -280,13 +249,6 @@ class HDF5File:
     def skipped(self) -> dict[str, str]: ...
     def info(self, name: str) -> dict[str, Any]: ...
     def attrs(self, name: str) -> list[tuple[Any, ...]]: ...
-    def read_ragged(
-        self, idx: NDArray[np.int64], name: str
-    ) -> tuple[PendingRead, RaggedResult]: ...
-
-@final
-class RaggedResult:
-    def take(self) -> tuple[NDArray[np.uint64], int, NDArray[np.int64]]: ...
 
 # Recycled batch memory (src/py/buffers.rs).
 _Specs = list[tuple[tuple[int, ...], np.dtype[Any]]]

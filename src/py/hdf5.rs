@@ -1,21 +1,20 @@
 //! Bindings for HDF5: `HDF5Reader`.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use numpy::{PyArrayDescr, PyReadonlyArray1};
+use numpy::PyArrayDescr;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use super::array::numpy_dtype;
 use super::detached::Detached;
-use super::errors::{invalid_argument, to_py, IntoPyResult};
-use super::pending::{submit, PendingRead};
+use super::errors::{to_py, IntoPyResult};
+use super::options::Dict;
 use super::reader::Reader;
 use super::source::{opening, source_of};
-use crate::batch::pool::Work;
-use crate::batch::{Index, Rows};
+use crate::batch::Index;
 use crate::error::{Error, ErrorKind};
-use crate::formats::hdf5::{AttrValue, Hdf5File, RaggedBatch, Selection, VlenKind};
+use crate::formats::hdf5::{AttrValue, Hdf5File, VlenKind};
 
 /// Dataset names as UTF-8. A name with a lone surrogate (from `os.fsdecode` of bytes that are
 /// not UTF-8) cannot name anything in an HDF5 file: a missing dataset, not an encoding error.
@@ -45,34 +44,7 @@ const MEMORY_NAME: &str = "<HDF5 bytes>";
 
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<HDF5File>()?;
-    m.add_class::<RaggedResult>()?;
     Ok(())
-}
-
-/// The sequences a `read_ragged` read, once it has finished.
-#[pyclass(module = "packread._packread", frozen)]
-pub struct RaggedResult {
-    slot: Arc<Mutex<Option<RaggedBatch>>>,
-}
-
-#[pymethods]
-impl RaggedResult {
-    /// `(storage, nbytes, offsets)`: the elements' bytes are the first `nbytes` bytes of
-    /// `storage` (uint64, so that any element type can view it aligned), sample `k` is
-    /// elements `offsets[k]:offsets[k + 1]`. Given once, after the read has finished.
-    fn take<'py>(
-        &self,
-        py: Python<'py>,
-    ) -> PyResult<(Bound<'py, PyAny>, usize, Bound<'py, PyAny>)> {
-        let batch = super::pending::take_finished(py, &self.slot)?;
-        let (storage, nbytes, offsets) = batch.into_parts();
-        let offsets: Vec<i64> = offsets.into_iter().map(|o| o as i64).collect();
-        Ok((
-            numpy::PyArray1::from_vec(py, storage).into_any(),
-            nbytes,
-            numpy::PyArray1::from_vec(py, offsets).into_any(),
-        ))
-    }
 }
 
 /// One HDF5 file: its datasets' metadata, attributes and variable-length reads, and
@@ -82,37 +54,27 @@ pub struct HDF5File {
     file: Detached<Arc<Hdf5File>>,
     dtypes: Vec<Py<PyArrayDescr>>,
     reader: Py<Reader>,
-    threads: Option<usize>,
-}
-
-impl HDF5File {
-    /// The opened file, shared with readers built on it (encoded images in its rows).
-    pub(super) fn file(&self) -> Arc<Hdf5File> {
-        Arc::clone(&self.file)
-    }
 }
 
 #[pymethods]
 impl HDF5File {
+    /// The file at `source` (a path, bytes, an opened object, a file object), read as
+    /// `options` say (`datasets`, `cache_bytes`, `in_memory`, `num_threads`).
     #[new]
-    #[pyo3(signature = (src, datasets = None, num_threads = None, cache_bytes = crate::formats::hdf5::DEFAULT_CACHE_BYTES, in_memory = false))]
     fn new(
         py: Python<'_>,
-        src: &Bound<'_, PyAny>,
-        datasets: Option<Vec<Bound<'_, PyString>>>,
-        num_threads: Option<usize>,
-        cache_bytes: usize,
-        in_memory: bool,
+        source: &Bound<'_, PyAny>,
+        options: &Bound<'_, PyAny>,
     ) -> PyResult<Self> {
-        let source = source_of(py, src, MEMORY_NAME, in_memory)?;
-        let selection = match datasets {
-            None => Selection::All,
-            Some(names) => Selection::Names(dataset_names(py, source.name(), &names)?),
-        };
+        let d = Dict::new(options)?;
+        let mut h5 = super::options::hdf5(&d)?;
+        let threads: Option<usize> = d.opt("num_threads")?;
+        let source = source_of(py, source, MEMORY_NAME)?;
+        if let Some(names) = d.opt::<Vec<Bound<'_, PyString>>>("datasets")? {
+            h5.datasets = Some(dataset_names(py, source.name(), &names)?);
+        }
         let opened = source.clone();
-        let file = opening(py, &source, move || {
-            Hdf5File::open(opened, selection, cache_bytes, num_threads)
-        })?;
+        let file = opening(py, &source, move || crate::open::hdf5(opened, &h5, threads))?;
         let file = Arc::new(file);
         let reader = Py::new(py, Reader::new(py, file.clone())?)?;
         let dtypes = file
@@ -124,7 +86,6 @@ impl HDF5File {
             file: Detached::new(file),
             dtypes,
             reader,
-            threads: num_threads,
         })
     }
 
@@ -244,35 +205,5 @@ impl HDF5File {
             out.append(item)?;
         }
         Ok(out)
-    }
-
-    /// Starts reading samples `idx` of the variable-length dataset `name` on the pool (their
-    /// sizes are only known from the file, so the read allocates): wait on the returned read,
-    /// then take the result.
-    fn read_ragged(
-        &self,
-        py: Python<'_>,
-        idx: PyReadonlyArray1<'_, i64>,
-        name: &str,
-    ) -> PyResult<(PendingRead, RaggedResult)> {
-        let idx = idx.as_slice()?.to_vec();
-        let w = self.file.position(name).py_err(py)?;
-        if self.file.datasets()[w].vlen().is_none() {
-            return Err(invalid_argument(
-                py,
-                format!("{name} is not variable-length data"),
-            ));
-        }
-        let rows = Rows::resolve(&idx, self.file.len(), &self.file.location()).py_err(py)?;
-        let slot: Arc<Mutex<Option<RaggedBatch>>> = Arc::default();
-        let (file, theirs) = (Arc::clone(&self.file), slot.clone());
-        // The sequences' sizes are only known from the file: always on the pool.
-        let work = Work::new(usize::MAX, u64::MAX);
-        let read = submit(py, self.threads, work, Vec::new(), move || {
-            let batch = file.read_ragged(&rows, w)?;
-            *theirs.lock().unwrap_or_else(|e| e.into_inner()) = Some(batch);
-            Ok(())
-        });
-        Ok((read, RaggedResult { slot }))
     }
 }

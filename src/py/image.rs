@@ -1,30 +1,27 @@
 //! Bindings for encoded images: `ImageFile`, the batch reader of images in a ZIP archive or in
 //! files (`packread.ImageReader` finds them, names them and labels them).
 
+use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use super::detached::Detached;
 use super::errors::{invalid_argument, to_py, IntoPyResult};
-use super::hdf5::HDF5File;
-use super::pending::{submit, PendingRead};
+use super::options::Dict;
 use super::reader::Reader;
-use super::zip::ZipArchive;
-use crate::batch::pool::Work;
-use crate::batch::{Index, Rows};
-use crate::codec::image::geometry::{Crop, Element, ImageSpec, Layout};
-use crate::codec::image::{Limits, Mode};
+use super::source::{opening, source_of};
+use crate::batch::{Batches, Index};
+use crate::codec::image::Limits;
 use crate::error::{Error, ErrorKind};
-use crate::formats::image::{ErrorLog, ImageBytes, ImageIndex, SizedBatch};
+use crate::formats::image::{ErrorLog, ImageIndex};
+use crate::formats::zip::ZipLimits;
 
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ImageFile>()?;
     m.add_class::<ImageErrors>()?;
-    m.add_class::<SizedResult>()?;
     m.add_function(wrap_pyfunction!(image_info, m)?)?;
     m.add(
         "DEFAULT_MAX_PIXELS",
@@ -33,115 +30,99 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// Encoded images as samples, and (`reader`) their batch reader. See `packread.ImageReader`.
+/// Encoded images as samples, their names and labels, and (`reader`) their batch reader. See
+/// `packread.ImageReader`.
 #[pyclass(module = "packread._packread", frozen)]
 pub struct ImageFile {
     index: Detached<Arc<ImageIndex>>,
     reader: Py<Reader>,
+    names: Vec<OsString>,
+    labels: Option<Vec<i64>>,
+    classes: Option<Vec<OsString>>,
+    label_source: Option<String>,
 }
 
 #[pymethods]
 impl ImageFile {
-    /// Images from the members at `members` of `archive` (or from the files `paths`), named
-    /// `names`.
+    /// The images of `source`: a folder tree (a path to a folder), or an archive or HDF5 file
+    /// (a path, bytes, an opened object, a file object), found, named and labelled as
+    /// `options` say.
     #[new]
-    #[pyo3(signature = (archive, members, paths, hdf5, dataset, names, size, crop, resize, scale, ratio, flip, layout, mode, normalize, exif_transpose, max_pixels, seed, skip, num_threads, draft = false))]
-    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        archive: Option<PyRef<'_, ZipArchive>>,
-        members: Vec<usize>,
-        paths: Vec<PathBuf>,
-        hdf5: Option<PyRef<'_, HDF5File>>,
-        dataset: usize,
-        names: Vec<String>,
-        size: Option<(u32, u32)>,
-        crop: &str,
-        resize: u32,
-        scale: (f64, f64),
-        ratio: (f64, f64),
-        flip: bool,
-        layout: &str,
-        mode: &str,
-        normalize: Option<(Vec<f32>, Vec<f32>, String)>,
-        exif_transpose: bool,
-        max_pixels: u64,
-        seed: u64,
-        skip: bool,
-        num_threads: Option<usize>,
-        draft: bool,
+        source: &Bound<'_, PyAny>,
+        options: &Bound<'_, PyAny>,
     ) -> PyResult<Self> {
-        // Checked by `packread.ImageReader` first; checked again here, where a wrong value
-        // would otherwise be a wrong batch.
-        let spec = (|| -> PyResult<ImageSpec> {
-            let mode =
-                Mode::parse(mode).ok_or_else(|| invalid_argument(py, format!("mode {mode:?}")))?;
-            let crop = match (crop, size) {
-                (_, None) => Crop::Full,
-                ("center", _) => Crop::Center { resize },
-                ("random", _) => Crop::Random { scale, ratio },
-                (other, _) => return Err(invalid_argument(py, format!("crop {other:?}"))),
-            };
-            // Images at their own sizes: each sample's spec gets its size when it is read.
-            let size = size.unwrap_or((1, 1));
-            let layout = match layout {
-                "NHWC" => Layout::Nhwc,
-                "NCHW" => Layout::Nchw,
-                other => return Err(invalid_argument(py, format!("layout {other:?}"))),
-            };
-            let (element, mean, std) = match normalize {
-                None => (Element::U8, vec![], vec![]),
-                Some((mean, std, dtype)) => {
-                    let element = match dtype.as_str() {
-                        "float32" => Element::F32,
-                        "float16" => Element::F16,
-                        other => return Err(invalid_argument(py, format!("dtype {other:?}"))),
-                    };
-                    if mean.len() != mode.channels() || std.len() != mode.channels() {
-                        return Err(invalid_argument(py, "one mean and std per channel"));
-                    }
-                    (element, mean, std)
-                }
-            };
-            if size.0 == 0 || size.1 == 0 || resize == 0 {
-                return Err(invalid_argument(py, "sizes must be positive"));
-            }
-            Ok(ImageSpec {
-                size,
-                crop,
-                flip,
-                layout,
-                mode,
-                element,
-                mean,
-                std,
-                exif_transpose,
-                draft,
-                limits: Limits { max_pixels },
-            })
-        })()?;
-        let bytes = match (archive, hdf5) {
-            (Some(a), _) => ImageBytes::Zip {
-                zip: a.index.clone(),
-                members,
-            },
-            (None, Some(h)) => ImageBytes::Hdf5 {
-                file: h.file(),
-                dataset,
-            },
-            (None, None) => py.detach(|| ImageIndex::image_files(paths)).py_err(py)?,
+        let d = Dict::new(options)?;
+        let images = super::options::images(&d)?;
+        let zip = super::options::zip_limits(&d)?;
+        let zip = ZipLimits {
+            max_member_bytes: d.get(
+                "max_member_bytes",
+                crate::formats::image::DEFAULT_MAX_FILE_BYTES,
+            )?,
+            ..zip
         };
-        let index =
-            Arc::new(ImageIndex::new(bytes, names, spec, seed, skip, num_threads).py_err(py)?);
-        let reader = Py::new(py, Reader::new(py, index.clone() as Arc<dyn Index>)?)?;
+        let folder: Option<PathBuf> = source
+            .extract::<PathBuf>()
+            .ok()
+            .filter(|p| !p.to_str().is_some_and(crate::remote::is_url) && p.is_dir());
+        let set = match folder {
+            Some(root) => py
+                .detach(|| crate::formats::image::open::from_folder(&root, &images))
+                .py_err(py)?,
+            None => {
+                let source = source_of(py, source, "<image bytes>")?;
+                let opened = source.clone();
+                opening(py, &source, move || {
+                    crate::open::images_in(opened, &images, zip, false)
+                })?
+            }
+        };
+        let reader = Py::new(py, Reader::new(py, set.index.clone() as Arc<dyn Batches>)?)?;
         Ok(ImageFile {
-            index: Detached::new(index),
+            index: Detached::new(set.index),
             reader,
+            names: set.names,
+            labels: set.labels,
+            classes: set.classes,
+            label_source: set.label_source,
         })
     }
 
+    /// The samples' names: member names, file paths, or `dataset[k]`.
+    fn names(&self) -> Vec<OsString> {
+        self.names.clone()
+    }
+
+    /// Each sample's label (int64), or `None` where the source has none.
+    #[getter]
+    fn labels<'py>(&self, py: Python<'py>) -> Option<Bound<'py, numpy::PyArray1<i64>>> {
+        self.labels
+            .as_ref()
+            .map(|l| numpy::PyArray1::from_slice(py, l))
+    }
+
+    /// The class names by label, where the source names them.
+    #[getter]
+    fn classes(&self) -> Option<Vec<OsString>> {
+        self.classes.clone()
+    }
+
+    /// Where the labels came from: `"folders"`, the JSON member, `"hdf5:<dataset>"`.
+    #[getter]
+    fn label_source(&self) -> Option<String> {
+        self.label_source.clone()
+    }
+
+    /// How errors name the images.
+    #[getter]
+    fn location(&self) -> String {
+        Index::location(&**self.index)
+    }
+
     fn __len__(&self) -> usize {
-        self.index.len()
+        Index::len(&**self.index)
     }
 
     /// The batch reader of the images.
@@ -157,38 +138,12 @@ impl ImageFile {
         index: usize,
         epoch: u64,
     ) -> PyResult<(u32, u32, u32, u32, bool)> {
-        if index >= self.index.len() {
+        if index >= Index::len(&**self.index) {
             return Err(invalid_argument(py, format!("no sample {index}")));
         }
         let index_ref = &self.index;
         let (r, flip) = py.detach(|| index_ref.crop(index, epoch)).py_err(py)?;
         Ok((r.y, r.x, r.h, r.w, flip))
-    }
-
-    /// Starts decoding samples `idx` at their own sizes (`size=None`) on the pool: wait on
-    /// the returned read, then take the result.
-    fn read_sized(
-        &self,
-        py: Python<'_>,
-        idx: PyReadonlyArray1<'_, i64>,
-        epoch: u64,
-    ) -> PyResult<(PendingRead, SizedResult)> {
-        let idx = idx.as_slice()?.to_vec();
-        let rows = Rows::resolve(&idx, self.index.len(), &self.index.location())
-            .py_err(py)?
-            .in_epoch(epoch);
-        let slot: Arc<Mutex<Option<SizedBatch>>> = Arc::default();
-        let (index, theirs) = (Arc::clone(&self.index), slot.clone());
-        let mut work = Work::new(usize::MAX, u64::MAX);
-        if index.waits() {
-            work = work.never_inline();
-        }
-        let read = submit(py, index.threads(), work, Vec::new(), move || {
-            let batch = index.read_sized(&rows)?;
-            *theirs.lock().unwrap_or_else(|e| e.into_inner()) = Some(batch);
-            Ok(())
-        });
-        Ok((read, SizedResult { slot }))
     }
 
     /// The encoded bytes of sample `index`.
@@ -197,7 +152,7 @@ impl ImageFile {
         py: Python<'py>,
         index: usize,
     ) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
-        if index >= self.index.len() {
+        if index >= Index::len(&**self.index) {
             return Err(invalid_argument(py, format!("no sample {index}")));
         }
         let index_ref = &self.index;
@@ -245,38 +200,6 @@ impl ImageErrors {
 
     fn __len__(&self) -> usize {
         self.log.lock().unwrap_or_else(|p| p.into_inner()).len()
-    }
-}
-
-/// Images decoded at their own sizes by `read_sized`, once the read has finished.
-#[pyclass(module = "packread._packread", frozen)]
-pub struct SizedResult {
-    slot: Arc<Mutex<Option<SizedBatch>>>,
-}
-
-#[pymethods]
-impl SizedResult {
-    /// `(storage, nbytes, offsets, shapes)`: the elements' bytes are the first `nbytes`
-    /// bytes of `storage` (uint64, so that float elements view it aligned), sample `k` is
-    /// elements `offsets[k]:offsets[k + 1]` of shape `shapes[k]`. Given once.
-    #[allow(clippy::type_complexity)]
-    fn take<'py>(
-        &self,
-        py: Python<'py>,
-    ) -> PyResult<(
-        Bound<'py, PyAny>,
-        usize,
-        Bound<'py, PyAny>,
-        Vec<(usize, usize, usize)>,
-    )> {
-        let batch = super::pending::take_finished(py, &self.slot)?;
-        let offsets: Vec<i64> = batch.offsets.iter().map(|&o| o as i64).collect();
-        Ok((
-            numpy::PyArray1::from_vec(py, batch.storage).into_any(),
-            batch.nbytes,
-            numpy::PyArray1::from_vec(py, offsets).into_any(),
-            batch.shapes.iter().map(|s| (s[0], s[1], s[2])).collect(),
-        ))
     }
 }
 

@@ -8,6 +8,7 @@ mod errors;
 mod hdf5;
 mod image;
 mod npy;
+mod options;
 mod order;
 mod pending;
 mod reader;
@@ -35,6 +36,12 @@ fn _packread(m: &Bound<'_, PyModule>) -> PyResult<()> {
         crate::formats::hdf5::DEFAULT_CACHE_BYTES,
     )?;
     m.add("MAX_THREADS", crate::batch::pool::MAX_THREADS)?;
+    m.add("HEAD_BYTES", crate::open::HEAD_BYTES)?;
+    m.add("TAIL_BYTES", crate::open::TAIL_BYTES)?;
+    m.add(
+        "DEFAULT_MAX_IMAGE_BYTES",
+        crate::formats::image::DEFAULT_MAX_FILE_BYTES,
+    )?;
     m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
     npy::register(m)?;

@@ -9,6 +9,7 @@ use pyo3::types::PyTuple;
 
 use super::array::{empty, fresh_bytes, numpy_dtype, Outputs};
 use super::errors::IntoPyResult;
+use super::options::Dict;
 use super::reader::Reader;
 use super::source::{opening, source_of};
 use crate::formats::npy::{self, Limits, NpyIndex};
@@ -22,23 +23,24 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-fn limits(max_header_size: usize) -> Limits {
-    Limits {
-        max_header_bytes: max_header_size,
-    }
+/// The NPY limits of `options` (`max_header_size`).
+fn limits(options: &Bound<'_, PyAny>) -> PyResult<Limits> {
+    Ok(Limits {
+        max_header_bytes: Dict::new(options)?
+            .get("max_header_size", npy::DEFAULT_MAX_HEADER_BYTES)?,
+    })
 }
 
 /// Reads a whole `.npy` file into a new array (Fortran-ordered if the file is): from a path,
 /// an opened object, or a `uint8` view of bytes.
 #[pyfunction]
-#[pyo3(signature = (path, max_header_size = npy::DEFAULT_MAX_HEADER_BYTES))]
 fn load_npy_file<'py>(
     py: Python<'py>,
-    path: &Bound<'py, PyAny>,
-    max_header_size: usize,
+    source: &Bound<'py, PyAny>,
+    options: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let limits = limits(max_header_size);
-    let source = source_of(py, path, "<buffer>", false)?;
+    let limits = limits(options)?;
+    let source = source_of(py, source, "<buffer>")?;
     let opened = source.clone();
     let (header, start) = opening(py, &source, move || {
         let read = npy::read_start(&*opened, &limits);
@@ -62,15 +64,15 @@ fn load_npy_file<'py>(
 /// buffer protocol). Returns `(dtype, fortran_order, shape, data_offset, aligned)`, where
 /// `aligned` says whether the data can be viewed in place with the dtype's alignment.
 #[pyfunction]
-#[pyo3(signature = (buffer, max_header_size = npy::DEFAULT_MAX_HEADER_BYTES))]
 fn parse_npy_buffer<'py>(
     py: Python<'py>,
     buffer: PyReadonlyArray1<'py, u8>,
-    max_header_size: usize,
+    options: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyTuple>> {
+    let limits = limits(options)?;
     let bytes = buffer.as_slice()?;
     let (ptr, len) = (bytes.as_ptr(), bytes.len());
-    let header = npy::parse_header(bytes, len, "<buffer>", &limits(max_header_size)).py_err(py)?;
+    let header = npy::parse_header(bytes, len, "<buffer>", &limits).py_err(py)?;
     let dtype = numpy_dtype(py, &header.dtype)?;
     let aligned = header.data_aligned(ptr as usize, dtype.alignment());
     (
@@ -86,14 +88,9 @@ fn parse_npy_buffer<'py>(
 /// Many same-shape `.npy` files (one sample each) as a batch reader; headers are read (in
 /// parallel) and checked here.
 #[pyfunction]
-#[pyo3(signature = (paths, max_header_size = npy::DEFAULT_MAX_HEADER_BYTES, num_threads = None))]
-fn open_npy(
-    py: Python<'_>,
-    paths: Vec<PathBuf>,
-    max_header_size: usize,
-    num_threads: Option<usize>,
-) -> PyResult<Reader> {
-    let limits = limits(max_header_size);
+fn open_npy(py: Python<'_>, paths: Vec<PathBuf>, options: &Bound<'_, PyAny>) -> PyResult<Reader> {
+    let limits = limits(options)?;
+    let num_threads: Option<usize> = Dict::new(options)?.opt("num_threads")?;
     let index = py
         .detach(|| NpyIndex::open_paths(paths, &limits, num_threads))
         .py_err(py)?;
@@ -102,28 +99,21 @@ fn open_npy(
 
 /// Many same-shape `.npy` objects (URLs, one sample each) as a batch reader: opened together
 /// (each by one request for its head, many in flight), or with `stamps` (`(size, etag,
-/// modified)` of each, from a reader pickled after opening) without a request. Also returns
-/// the stamps.
+/// modified)` of each, from a reader pickled after opening) without a request. `options`: the
+/// object storage options, `max_header_size`, `num_threads`. Also returns the stamps.
 #[pyfunction]
-#[pyo3(signature = (urls, options, cache_dir, stamps, max_header_size = npy::DEFAULT_MAX_HEADER_BYTES, num_threads = None, data_cache = None))]
-// The stamps' type is as Python gives and takes them; the arguments are the reader's options.
-#[allow(clippy::type_complexity, clippy::too_many_arguments)]
+#[allow(clippy::type_complexity)] // the stamps' type is as Python gives and takes them
 fn open_npy_remote(
     py: Python<'_>,
     urls: Vec<String>,
-    options: Vec<(String, String)>,
-    cache_dir: Option<PathBuf>,
     stamps: Option<Vec<(u64, Option<String>, Option<i64>)>>,
-    max_header_size: usize,
-    num_threads: Option<usize>,
-    data_cache: Option<(PathBuf, u64)>,
+    options: &Bound<'_, PyAny>,
 ) -> PyResult<(Reader, Vec<(u64, Option<String>, Option<i64>)>)> {
-    use crate::remote::{open_many, Caches, FirstRead, ObjectStamp, StoreOptions};
-    let caches = Caches {
-        index: cache_dir,
-        data: data_cache,
-    };
-    let limits = limits(max_header_size);
+    use crate::remote::{open_many, FirstRead, ObjectStamp};
+    let limits = limits(options)?;
+    let d = Dict::new(options)?;
+    let remote = super::options::remote(&d)?;
+    let num_threads: Option<usize> = d.opt("num_threads")?;
     let stamps = stamps.map(|s| {
         s.into_iter()
             .map(|(len, etag, modified)| ObjectStamp {
@@ -136,9 +126,9 @@ fn open_npy_remote(
     let (index, stamps) = super::remote::interruptible(py, move || {
         let files = open_many(
             &urls,
-            &StoreOptions(options),
+            &remote.store,
             FirstRead::Head(npy::HEADER_PROBE as u64),
-            &caches,
+            &remote.caches,
             stamps,
         )?;
         let stamps = files

@@ -3,7 +3,7 @@
 //! pool, or inline when tiny) and maps errors; the engine does the rest. Format constructors
 //! (`open_npy`, `open_npz`, `ZipArchive.samples`, `HDF5File.reader`) make one.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use numpy::{PyArrayDescr, PyReadonlyArray1};
 use pyo3::prelude::*;
@@ -13,26 +13,32 @@ use super::array::{batch_shape, numpy_dtype, output, Outputs, RawOut};
 use super::detached::Detached;
 use super::errors::{invalid_argument, IntoPyResult};
 use super::pending::{submit, PendingRead};
-use crate::batch::{pool, read_split, Index, Rows};
+use crate::batch::{pool, Batches, RaggedBatch, RaggedKind, Rows};
 
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<Reader>()
+    m.add_class::<Reader>()?;
+    m.add_class::<RaggedResult>()?;
+    Ok(())
 }
 
-/// Batch reads of one index (see `packread._reader.ArrayReader`).
+/// Batch reads of one index, or of shards as one (see `packread._reader.ArrayReader`).
 #[pyclass(module = "packread._packread", frozen)]
 pub struct Reader {
-    index: Detached<Arc<dyn Index>>,
+    index: Detached<Arc<dyn Batches>>,
+    /// Each array's numpy dtype: a fixed array's, or a ragged array's element type.
     dtypes: Vec<Py<PyArrayDescr>>,
 }
 
 impl Reader {
     /// The binding of `index`: its arrays' numpy dtypes are built once, here.
-    pub fn new(py: Python<'_>, index: Arc<dyn Index>) -> PyResult<Reader> {
+    pub fn new(py: Python<'_>, index: Arc<dyn Batches>) -> PyResult<Reader> {
         let dtypes = index
             .arrays()
             .iter()
-            .map(|a| numpy_dtype(py, &a.dtype).map(Bound::unbind))
+            .map(|a| {
+                let dtype = a.ragged.as_ref().map_or(&a.dtype, |r| &r.dtype);
+                numpy_dtype(py, dtype).map(Bound::unbind)
+            })
             .collect::<PyResult<_>>()?;
         Ok(Reader {
             index: Detached::new(index),
@@ -42,16 +48,21 @@ impl Reader {
 
     /// The binding of `index` with the numpy dtypes its arrays are viewed as (raw bytes a
     /// caller gave a dtype for).
-    pub fn with_dtypes(index: Arc<dyn Index>, dtypes: Vec<Py<PyArrayDescr>>) -> PyResult<Reader> {
-        Ok(Reader {
+    pub fn with_dtypes(index: Arc<dyn Batches>, dtypes: Vec<Py<PyArrayDescr>>) -> Reader {
+        Reader {
             index: Detached::new(index),
             dtypes,
-        })
+        }
     }
+}
 
-    /// The index read.
-    pub fn index(&self) -> Arc<dyn Index> {
-        Arc::clone(&self.index)
+/// How a ragged array's samples are presented in Python.
+fn kind_name(kind: RaggedKind) -> &'static str {
+    match kind {
+        RaggedKind::Values => "array",
+        RaggedKind::Bytes => "bytes",
+        RaggedKind::Text => "unicode",
+        RaggedKind::Images => "images",
     }
 }
 
@@ -67,7 +78,10 @@ impl Reader {
         self.index.location()
     }
 
-    /// `[(name, dtype, sample shape)]` of the arrays every sample holds.
+    /// `[(name, dtype, sample shape, ragged)]` of the arrays every sample holds: `ragged` is
+    /// `None` for a fixed-size array, else how its samples read (`"array"`, `"bytes"`,
+    /// `"unicode"`, `"images"`), its dtype then the elements' and its shape `None` where
+    /// samples differ.
     fn arrays<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let items = self
             .index
@@ -75,11 +89,20 @@ impl Reader {
             .iter()
             .zip(&self.dtypes)
             .map(|(a, d)| {
-                Ok((
-                    a.name.clone(),
-                    d.bind(py).clone(),
-                    PyTuple::new(py, &a.shape)?,
-                ))
+                Ok(match &a.ragged {
+                    None => (
+                        a.name.clone(),
+                        d.bind(py).clone(),
+                        PyTuple::new(py, &a.shape)?,
+                        None,
+                    ),
+                    Some(r) => (
+                        a.name.clone(),
+                        d.bind(py).clone(),
+                        PyTuple::new(py, &r.shape)?,
+                        Some(kind_name(r.kind)),
+                    ),
+                })
             })
             .collect::<PyResult<Vec<_>>>()?;
         PyList::new(py, items)
@@ -121,7 +144,6 @@ impl Reader {
             .collect::<PyResult<Vec<RawOut>>>()?;
         let outputs = Outputs::disjoint(raws).py_err(py)?;
         let index = Arc::clone(&self.index);
-        let split = index.split(&rows).py_err(py)?;
         let mut work = index.work(rows.len(), &arrays);
         // A read of object storage waits on the network however small it is: on the pool,
         // so the caller can be interrupted and `batch_async` returns at once.
@@ -132,9 +154,69 @@ impl Reader {
         Ok(submit(py, index.threads(), work, keep, move || {
             // SAFETY: `keep` holds the output arrays until the job ends.
             let mut slices = unsafe { outputs.into_slices() };
-            pool::install_with(index.threads(), || {
-                read_split(&*index, &rows, split, &arrays, &mut slices)
-            })
+            pool::install_with(index.threads(), || index.read(&rows, &arrays, &mut slices))
         }))
+    }
+
+    /// Starts reading samples `idx` of the ragged array at position `array` on the pool (their
+    /// sizes are known only from the bytes, so the read allocates): wait on the returned read,
+    /// then take the result.
+    #[pyo3(signature = (idx, array, epoch = 0))]
+    fn read_ragged(
+        &self,
+        py: Python<'_>,
+        idx: PyReadonlyArray1<'_, i64>,
+        array: usize,
+        epoch: u64,
+    ) -> PyResult<(PendingRead, RaggedResult)> {
+        let rows = Rows::resolve(idx.as_slice()?, self.index.len(), &self.index.location())
+            .py_err(py)?
+            .in_epoch(epoch);
+        crate::batch::check_ragged(self.index.arrays(), &self.index.location(), array)
+            .py_err(py)?;
+        let slot: Arc<Mutex<Option<RaggedBatch>>> = Arc::default();
+        let (index, theirs) = (Arc::clone(&self.index), slot.clone());
+        // The sizes are only known from the bytes: always on the pool.
+        let work = crate::batch::Work::new(usize::MAX, u64::MAX);
+        let read = submit(py, index.threads(), work, Vec::new(), move || {
+            let batch = index.read_ragged(&rows, array)?;
+            *theirs.lock().unwrap_or_else(|e| e.into_inner()) = Some(batch);
+            Ok(())
+        });
+        Ok((read, RaggedResult { slot }))
+    }
+}
+
+/// The samples a `read_ragged` read, once it has finished.
+#[pyclass(module = "packread._packread", frozen)]
+pub struct RaggedResult {
+    slot: Arc<Mutex<Option<RaggedBatch>>>,
+}
+
+#[pymethods]
+impl RaggedResult {
+    /// `(storage, nbytes, offsets, shapes)`: the elements' bytes are the first `nbytes` bytes
+    /// of `storage` (uint64, so that any element type can view it aligned), sample `k` is
+    /// elements `offsets[k]:offsets[k + 1]`, of shape `shapes[k]` where samples have shapes
+    /// of their own (images; else `None`). Given once, after the read has finished.
+    #[allow(clippy::type_complexity)]
+    fn take<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(
+        Bound<'py, PyAny>,
+        usize,
+        Bound<'py, PyAny>,
+        Option<Vec<Vec<usize>>>,
+    )> {
+        let batch = super::pending::take_finished(py, &self.slot)?;
+        let offsets: Vec<i64> = batch.offsets.iter().map(|&o| o as i64).collect();
+        let shapes = (!batch.shapes.is_empty()).then_some(batch.shapes);
+        Ok((
+            numpy::PyArray1::from_vec(py, batch.storage).into_any(),
+            batch.nbytes,
+            numpy::PyArray1::from_vec(py, offsets).into_any(),
+            shapes,
+        ))
     }
 }

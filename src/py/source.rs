@@ -11,7 +11,7 @@ use pyo3::types::PyBytes;
 
 use super::errors::{invalid_argument, IntoPyResult};
 use super::remote::RemoteObject;
-use crate::source::{read_whole, LocalFile, Memory, Source};
+use crate::source::{LocalFile, Memory, Source};
 
 /// The bytes of a `bytes` object or a numpy `uint8` array, held (the object kept alive) for as
 /// long as a reader reads them in place. Python hands other bytes-like objects over as such a
@@ -67,13 +67,11 @@ pub(super) fn array_source(
 }
 
 /// The source of `obj`: an opened object of object storage, a `uint8` view of a bytes-like
-/// object (read in place, named `bytes_name`), or a path (a local file, opened now; read into
-/// memory whole with `in_memory`).
+/// object (read in place, named `bytes_name`), or a path (a local file, opened now).
 pub(super) fn source_of(
     py: Python<'_>,
     obj: &Bound<'_, PyAny>,
     bytes_name: &str,
-    in_memory: bool,
 ) -> PyResult<Arc<dyn Source>> {
     if let Ok(remote) = obj.cast::<RemoteObject>() {
         return Ok(remote.get().file.clone());
@@ -102,14 +100,8 @@ pub(super) fn source_of(
             ),
         )
     })?;
-    py.detach(|| -> crate::error::Result<Arc<dyn Source>> {
-        if in_memory {
-            let name = path.display().to_string();
-            return Ok(Arc::new(Memory::from_vec(name, read_whole(&path)?)));
-        }
-        Ok(Arc::new(LocalFile::open(path)?))
-    })
-    .py_err(py)
+    py.detach(|| -> crate::error::Result<Arc<dyn Source>> { Ok(Arc::new(LocalFile::open(path)?)) })
+        .py_err(py)
 }
 
 /// Runs `open`, which reads `source`: without the GIL, and for a source that waits on a

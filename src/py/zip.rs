@@ -9,17 +9,14 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use super::array::{empty, fresh_bytes, numpy_dtype, Outputs, RawOut};
 use super::errors::{invalid_argument, IntoPyResult};
+use super::options::{zip_limits, Dict};
 use super::reader::Reader;
 use super::source::{array_source, opening, source_of};
 use crate::batch::pool;
 use crate::batch::tiling::resolve_indices;
-use crate::dtype::literal::Literal;
-use crate::dtype::DType;
 use crate::error::Error;
-use crate::formats::npy::Limits;
 use crate::formats::npz::{self, Content, NpzIndex};
-use crate::formats::zip::{SamplePayload, ZipIndex, ZipLimits, ZipSamples};
-use crate::source::LocalFile;
+use crate::formats::zip::ZipIndex;
 
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ZipArchive>()?;
@@ -27,17 +24,6 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load_npz_file, m)?)?;
     m.add_function(wrap_pyfunction!(load_npz_buffer, m)?)?;
     Ok(())
-}
-
-fn limits(verify_crc: bool, max_member_bytes: u64, max_header_size: usize) -> ZipLimits {
-    ZipLimits {
-        verify_crc,
-        max_member_bytes,
-        npy: Limits {
-            max_header_bytes: max_header_size,
-        },
-        ..ZipLimits::default()
-    }
 }
 
 fn check_positions(py: Python<'_>, positions: &[i64], index: &ZipIndex) -> PyResult<Vec<usize>> {
@@ -54,23 +40,24 @@ pub struct ZipArchive {
 
 #[pymethods]
 impl ZipArchive {
+    /// The archive at `source` (a path, bytes, an opened object, a file object), read with
+    /// `options`' limits (`verify_crc`, `max_member_bytes`, `max_header_size`) and pool
+    /// (`num_threads`).
     #[new]
-    #[pyo3(signature = (path, verify_crc = true, max_member_bytes = crate::formats::zip::DEFAULT_MAX_MEMBER_BYTES, max_header_size = crate::formats::npy::DEFAULT_MAX_HEADER_BYTES, num_threads = None))]
     fn new(
         py: Python<'_>,
-        path: &Bound<'_, PyAny>,
-        verify_crc: bool,
-        max_member_bytes: u64,
-        max_header_size: usize,
-        num_threads: Option<usize>,
+        source: &Bound<'_, PyAny>,
+        options: &Bound<'_, PyAny>,
     ) -> PyResult<Self> {
-        let limits = limits(verify_crc, max_member_bytes, max_header_size);
-        let source = source_of(py, path, "<buffer>", false)?;
+        let d = Dict::new(options)?;
+        let limits = zip_limits(&d)?;
+        let threads = d.opt("num_threads")?;
+        let source = source_of(py, source, "<buffer>")?;
         let opened = source.clone();
         let index = opening(py, &source, move || ZipIndex::open(opened, limits))?;
         Ok(ZipArchive {
             index: Arc::new(index),
-            threads: num_threads,
+            threads,
         })
     }
 
@@ -151,84 +138,57 @@ impl ZipArchive {
         )))
     }
 
-    /// The members at `positions` (in sample order) as a batch reader of one array: raw
-    /// bytes viewed as `dtype` in `shape`, or, with `reference` (a position), `.npy` arrays
-    /// that must agree with that member's header.
-    #[pyo3(signature = (positions, dtype = None, shape = None, reference = None))]
+    /// The members `options` select (`members`: all, a pattern or names) as a batch reader of
+    /// one array, raw bytes viewed as `dtype` in `shape` or `.npy` arrays (the first member
+    /// decides), and the selected members' names.
     fn samples(
         &self,
         py: Python<'_>,
-        positions: Vec<i64>,
-        dtype: Option<Bound<'_, PyArrayDescr>>,
-        shape: Option<Vec<usize>>,
-        reference: Option<i64>,
-    ) -> PyResult<Reader> {
-        let members = check_positions(py, &positions, &self.index)?;
-        let (payload, numpy) = match (reference, dtype, shape) {
-            (Some(r), _, _) => {
-                let reference = check_positions(py, &[r], &self.index)?[0];
-                (SamplePayload::Npy { reference }, None)
-            }
-            (None, Some(dtype), Some(shape)) => {
-                // The core needs the item size only (raw bytes are viewed, never converted):
-                // numpy's type string gives it for any dtype; the reader keeps the dtype given.
-                let typestr: String = dtype.getattr("str")?.extract()?;
-                let core = DType::from_descr(Literal::Str(typestr))
-                    .map_err(|e| invalid_argument(py, format!("dtype {dtype}: {e:?}")))?;
-                (SamplePayload::Raw { dtype: core, shape }, Some(dtype))
-            }
-            _ => return Err(invalid_argument(py, "raw members need a dtype and a shape")),
-        };
+        options: &Bound<'_, PyAny>,
+    ) -> PyResult<(Reader, Vec<String>)> {
+        let select = super::options::zip_samples(&Dict::new(options)?)?;
         let index = self.index.clone();
         let threads = self.threads;
-        let samples = py
-            .detach(|| ZipSamples::new(index, members, payload, threads))
+        let (samples, names) = py
+            .detach(|| crate::open::zip_samples(index, &select, threads, false))
             .py_err(py)?;
-        match numpy {
-            Some(dtype) => Reader::with_dtypes(Arc::new(samples), vec![dtype.unbind()]),
-            None => Reader::new(py, Arc::new(samples)),
-        }
+        let names = names
+            .into_iter()
+            .map(|n| n.to_string_lossy().into_owned())
+            .collect();
+        Ok((Reader::new(py, Arc::new(samples))?, names))
     }
 }
 
 /// Many NPZ files with the same keys (one sample each) as a batch reader of one array per
 /// key; the first file's directory and headers are read here.
 #[pyfunction]
-#[pyo3(signature = (paths, verify_crc = true, max_member_bytes = crate::formats::zip::DEFAULT_MAX_MEMBER_BYTES, max_header_size = crate::formats::npy::DEFAULT_MAX_HEADER_BYTES, num_threads = None))]
-fn open_npz(
-    py: Python<'_>,
-    paths: Vec<PathBuf>,
-    verify_crc: bool,
-    max_member_bytes: u64,
-    max_header_size: usize,
-    num_threads: Option<usize>,
-) -> PyResult<Reader> {
-    let limits = limits(verify_crc, max_member_bytes, max_header_size);
+fn open_npz(py: Python<'_>, paths: Vec<PathBuf>, options: &Bound<'_, PyAny>) -> PyResult<Reader> {
+    let d = Dict::new(options)?;
+    let limits = zip_limits(&d)?;
+    let num_threads: Option<usize> = d.opt("num_threads")?;
     let index = py
         .detach(|| NpzIndex::open(paths, limits, num_threads))
         .py_err(py)?;
     Reader::new(py, Arc::new(index))
 }
 
-/// Loads a whole NPZ file: `dict[key, ndarray | bytes]`, as `dict(numpy.load(path))`.
+/// Loads a whole NPZ file: `dict[key, ndarray | bytes]`, as `dict(numpy.load(source))`, from
+/// a path, an opened object or a file object (every array copied out).
 #[pyfunction]
-#[pyo3(signature = (path, verify_crc = true, max_member_bytes = crate::formats::zip::DEFAULT_MAX_MEMBER_BYTES, max_header_size = crate::formats::npy::DEFAULT_MAX_HEADER_BYTES))]
 fn load_npz_file<'py>(
     py: Python<'py>,
-    path: PathBuf,
-    verify_crc: bool,
-    max_member_bytes: u64,
-    max_header_size: usize,
+    source: &Bound<'py, PyAny>,
+    options: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let limits = limits(verify_crc, max_member_bytes, max_header_size);
-    let (index, contents) = py
-        .detach(|| {
-            let index = ZipIndex::open(Arc::new(LocalFile::open(path)?), limits)?;
-            let contents =
-                pool::install_sized(None, npz::load_work(&index), || npz::contents(&index))?;
-            Ok::<_, Error>((index, contents))
-        })
-        .py_err(py)?;
+    let limits = zip_limits(&Dict::new(options)?)?;
+    let source = source_of(py, source, "<buffer>")?;
+    let opened = source.clone();
+    let (index, contents) = opening(py, &source, move || {
+        let index = ZipIndex::open(opened, limits)?;
+        let contents = pool::install_sized(None, npz::load_work(&index), || npz::contents(&index))?;
+        Ok::<_, Error>((index, contents))
+    })?;
     load_contents(py, &index, &contents, None)
 }
 
@@ -236,17 +196,14 @@ fn load_npz_file<'py>(
 /// (`numpy.frombuffer`: zero-copy and contiguous). Stored, aligned arrays are zero-copy,
 /// read-only views of it; compressed ones are inflated in parallel.
 #[pyfunction]
-#[pyo3(signature = (buffer, verify_crc = true, max_member_bytes = crate::formats::zip::DEFAULT_MAX_MEMBER_BYTES, max_header_size = crate::formats::npy::DEFAULT_MAX_HEADER_BYTES))]
 fn load_npz_buffer<'py>(
     py: Python<'py>,
     buffer: PyReadonlyArray1<'py, u8>,
-    verify_crc: bool,
-    max_member_bytes: u64,
-    max_header_size: usize,
+    options: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let ptr = buffer.as_slice()?.as_ptr();
     let source = array_source(py, &buffer, "<buffer>")?;
-    let limits = limits(verify_crc, max_member_bytes, max_header_size);
+    let limits = zip_limits(&Dict::new(options)?)?;
     let (index, contents) = py
         .detach(|| {
             let index = ZipIndex::open(source, limits)?;
