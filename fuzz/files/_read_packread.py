@@ -262,7 +262,7 @@ def read_images(path: str, plan: dict[str, Any]) -> list[Op]:
                 partial(_first, goods, k),
             )
         for name, (src, extra) in sources.items():
-            labels = {} if name == "tree" else {"labels": False}
+            labels = {"arrays": "images"} if name == "tree" else {"labels": False}
             reader = _attempt(
                 ops,
                 f"{mode}: ImageReader({name})",

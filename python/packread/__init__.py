@@ -1,16 +1,23 @@
-"""packread: fast, parallel, GIL-free loading of NPY, NPZ, ZIP and HDF5 training data."""
+"""packread: fast, parallel, GIL-free loading of HDF5, ZIP, NPY/NPZ and encoded-image
+training data, local or in object storage."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import errors
 from ._common import BatchReader, PendingBatch
+from ._deprecated import warn as _warn
 from ._hdf5 import HDF5Dataset, HDF5Reader
 from ._image import ImageReader
 from ._npy import NpyReader, load_npy
-from ._open import open_reader
+from ._npz import NpzReader, load_npz
+from ._open import open, open_reader
+from ._options import ImageDecode, Limits, Remote
 from ._packread import __version__, get_num_threads, set_num_threads
-from ._shards import Shard, ShardedReader
-from ._zip import NpzReader, ZipMemberInfo, ZipReader, load_npz
+from ._reader import ArrayReader
+from ._shards import Shard
+from ._zip import ZipMemberInfo, ZipReader
 from .errors import (
     BadZipError,
     DecodeError,
@@ -29,18 +36,21 @@ from .errors import (
 )
 
 __all__ = [
+    "ArrayReader",
     "BadZipError",
     "BatchReader",
     "DecodeError",
     "HDF5Dataset",
     "HDF5Error",
     "HDF5Reader",
+    "ImageDecode",
     "ImageReader",
     "InconsistentError",
     "IndexOutOfRangeError",
     "InternalError",
     "InvalidArgumentError",
     "LimitExceededError",
+    "Limits",
     "MissingKeyError",
     "NpyFormatError",
     "NpyReader",
@@ -49,8 +59,8 @@ __all__ = [
     "PackreadTypeError",
     "PendingBatch",
     "ReaderClosedError",
+    "Remote",
     "Shard",
-    "ShardedReader",
     "UnsupportedError",
     "ZipMemberInfo",
     "ZipReader",
@@ -59,6 +69,15 @@ __all__ = [
     "get_num_threads",
     "load_npy",
     "load_npz",
+    "open",
     "open_reader",
     "set_num_threads",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # Names of earlier releases, kept for one more with a warning.
+    if name == "ShardedReader":
+        _warn("packread.ShardedReader", "the reader's own class (many files: reader.shards)")
+        return ArrayReader
+    raise AttributeError(f"module 'packread' has no attribute {name!r}")

@@ -2,51 +2,48 @@
 
 from __future__ import annotations
 
-import itertools
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Union
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from . import _packread
-from ._common import Closable, Indices, PendingBatch, as_indices, check_num_threads, new_output
-from ._remote import DEFAULT_CACHE_DIR_BYTES, is_remote, is_url, open_remote
-from ._shards import is_shard_source, sharded
-from .errors import InvalidArgumentError, MissingKeyError, PackreadTypeError
+from ._common import Indices, as_indices, byte_view, check_num_threads
+from ._deprecated import fold
+from ._options import Remote
+from ._reader import ArrayInfo, ArrayReader, Out, check_ragged, ragged_values
+from ._registry import Format, register
+from ._remote import open_remote
+from ._sources import BYTES, FILE_OBJECT, FOLDER, MAPPING, OBJECT, URL, Source, classify
+from .errors import (
+    InvalidArgumentError,
+    MissingKeyError,
+    PackreadIsADirectoryError,
+    PackreadTypeError,
+    UnsupportedError,
+)
 
 #: Decoded chunks kept between batches by default (chunks holding several samples).
 DEFAULT_CACHE_BYTES: int = _packread.DEFAULT_CACHE_BYTES
 
-Out = Union[np.ndarray, dict[str, np.ndarray], None]
-
-#: How variable-length samples come back: a list (one array, or ``bytes``/``str``, per
-#: sample) or ``"flat"``: ``(values, offsets)``, sample ``k`` being
-#: ``values[offsets[k]:offsets[k + 1]]``.
-Ragged = Literal["list", "flat"]
-RaggedBatch = Union[list[Any], tuple[np.ndarray, np.ndarray]]
+#: File name suffixes of HDF5 files.
+HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf", ".he5", ".nc")
+#: The HDF5 superblock signature; it sits at byte 0 or, after a user block, at 512, 1024, ...
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
 
-def _ragged(ds: HDF5Dataset, taken: tuple[np.ndarray, int, np.ndarray], mode: str) -> RaggedBatch:
-    """A finished variable-length read (``RaggedResult.take()``), as ``mode`` says."""
-    storage, nbytes, offsets = taken
-    vlen = ds.vlen or {}
-    values = storage.view(np.uint8)[:nbytes].view(ds.dtype)
-    values = values.reshape((-1, *vlen.get("elem_shape", ())))
-    if not values.dtype.isnative:
-        # As h5py and PyTables give sequences: in native byte order.
-        values = values.astype(values.dtype.newbyteorder("="))
-    if mode == "flat":
-        return values, offsets
-    bounds = offsets.tolist()
-    kind = vlen.get("kind", "array")
-    if kind == "bytes":
-        raw = values.tobytes()
-        return [raw[a:b] for a, b in itertools.pairwise(bounds)]
-    if kind == "unicode":
-        text = values.astype("<u4", copy=False)
-        return [text[a:b].tobytes().decode("utf-32-le") for a, b in itertools.pairwise(bounds)]
-    return [values[a:b] for a, b in itertools.pairwise(bounds)]
+def is_hdf5(head: Callable[[int], bytes]) -> bool:
+    """Whether a file's leading bytes hold an HDF5 superblock signature."""
+    at = 0
+    while at <= 1 << 20:
+        got = head(at)
+        if got == HDF5_SIGNATURE:
+            return True
+        if len(got) < 8:
+            return False
+        at = 512 if at == 0 else at * 2
+    return False
 
 
 def _attr_value(raw: tuple[Any, ...]) -> Any:
@@ -66,51 +63,19 @@ def _attr_value(raw: tuple[Any, ...]) -> Any:
     return arr[()] if scalar else arr
 
 
-def _start(
-    inner: _packread.HDF5File,
-    datasets: dict[str, HDF5Dataset],
-    names: list[str],
-    rows: Any,
-    out: dict[str, np.ndarray] | None,
-    ragged: str = "list",
-    pick: str | None = None,
-) -> PendingBatch[Any]:
-    """Starts reading samples ``rows`` of ``names`` into new arrays, or those of ``out``, on
-    packread's pool. Variable-length datasets are read there too (their sizes are only known
-    from the file), and turned into their Python form once the reads have finished. The batch
-    is the dict of arrays, or with ``pick`` that dataset's array alone."""
-    rows = np.ascontiguousarray(rows, dtype=np.int64)
-    result: dict[str, Any] = dict(out) if out is not None else {}
-    unknown = set(result) - set(names)
-    if unknown:
-        raise InvalidArgumentError(
-            f"out= names datasets this reader does not read: {sorted(unknown)}"
+def in_place(source: Source) -> Any:
+    """What the extension reads a one-file source from: a path, an opened object, ``bytes``
+    as they are, any other bytes-like object as a zero-copy ``uint8`` view. A binary file
+    object is refused, saying what to do: the extension cannot read one yet."""
+    if source.kind == FILE_OBJECT:
+        raise UnsupportedError(
+            f"{source.name}: packread does not read binary file objects yet; pass its path, "
+            "or its bytes (f.read())"
         )
-    fixed = [n for n in names if datasets[n].vlen is None]
-    for n in names:
-        ds = datasets[n]
-        if ds.vlen is not None and n in result:
-            raise InvalidArgumentError(f"out= cannot hold variable-length data ({n!r})")
-        if n not in result and ds.vlen is None:
-            result[n] = new_output(len(rows), ds.shape[1:], ds.dtype)
-    # Always started, fixed-size data or not: it checks the indices.
-    positions = [datasets[n].position for n in fixed]
-    reads = [inner.reader().read_into(rows, positions, [result[n] for n in fixed])]
-    pending: list[tuple[str, _packread.RaggedResult]] = []
-    for n in names:
-        if datasets[n].vlen is not None:
-            read, slot = inner.read_ragged(rows, datasets[n].name)
-            reads.append(read)
-            pending.append((n, slot))
-    arrays = {n: result.get(n) for n in names}
-
-    def finish() -> Any:
-        for n, slot in pending:
-            arrays[n] = _ragged(datasets[n], slot.take(), ragged)
-        return arrays if pick is None else arrays[pick]
-
-    value = arrays if pick is None else arrays[pick]
-    return PendingBatch(reads, value, finish if pending else None)
+    if source.kind == BYTES:
+        value = source.value
+        return value if isinstance(value, bytes) else byte_view(value, "source")
+    return source.value
 
 
 class HDF5Dataset:
@@ -124,44 +89,43 @@ class HDF5Dataset:
     def __init__(
         self,
         inner: _packread.HDF5File,
-        name: str,
-        position: int,
-        info: dict[str, Any],
+        info: ArrayInfo,
+        meta: dict[str, Any],
+        ragged: str,
         reopen: tuple[Any, ...],
     ) -> None:
         # The extension object, not the Python reader: no reference cycle keeps a dropped
         # reader's file open.
         self._inner = inner
+        self._info = info
         self._reopen = reopen
-        self.name = name
-        #: The dataset's position among the file reader's arrays.
-        self.position = position
-        self.dtype: np.dtype[Any] = info["dtype"]
-        self.shape: tuple[int, ...] = info["shape"]
-        self.chunks: tuple[int, ...] | None = info["chunks"]
+        self._ragged = ragged
+        self.name = info.name
+        self.dtype: np.dtype[Any] = meta["dtype"]
+        self.shape: tuple[int, ...] = meta["shape"]
+        self.chunks: tuple[int, ...] | None = meta["chunks"]
         #: The filter pipeline in write order: ``(id, name, parameters)``.
-        self.filters: list[tuple[int, str, tuple[int, ...]]] = info["filters"]
+        self.filters: list[tuple[int, str, tuple[int, ...]]] = meta["filters"]
         #: How packread reads it (pread + decode, or libhdf5 and why).
-        self.read_path: str = info["read_path"]
+        self.read_path: str = meta["read_path"]
         #: For variable-length data (``dtype`` is then the sequences' element type):
         #: ``{"dtype", "elem_shape", "kind"}``, ``kind`` one of ``"array"``, ``"bytes"``,
         #: ``"unicode"``; ``None`` for fixed-size data.
-        self.vlen: dict[str, Any] | None = info["vlen"]
+        self.vlen: dict[str, Any] | None = meta["vlen"]
         #: Bytes the data takes in the file (chunks as stored, compressed or not), from the
         #: chunk index read at open; ``None`` where libhdf5 keeps it (compact, external or
         #: virtual storage). For variable-length data, the heap IDs only.
-        self.stored_bytes: int | None = info["stored_bytes"]
+        self.stored_bytes: int | None = meta["stored_bytes"]
         #: Chunks written (absent ones read as the fill value); 0 when not chunked.
-        self.chunks_written: int = info["chunks_written"]
+        self.chunks_written: int = meta["chunks_written"]
         #: Chunks stored with a filter skipped (PyTables stores chunks blosc cannot shrink so).
-        self.chunks_unfiltered: int = info["chunks_unfiltered"]
+        self.chunks_unfiltered: int = meta["chunks_unfiltered"]
         if self.vlen is not None:
             self.dtype = self.vlen["dtype"]
         #: The dataset's attributes as h5py reads them; in a PyTables file only the user
         #: attributes (PyTables' own bookkeeping left out), strings as PyTables reads them.
         #: Pickled values (PyTables stores Python objects so) stay bytes: never unpickled.
-        self.attrs: dict[str, Any] = {a[0]: _attr_value(a) for a in inner.attrs(name)}
-        self._ragged: str = reopen[1].get("ragged", "list")
+        self.attrs: dict[str, Any] = {a[0]: _attr_value(a) for a in inner.attrs(info.name)}
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -173,13 +137,22 @@ class HDF5Dataset:
         >>> ds.read(0).shape, ds.read([0, 5]).shape
         ((3, 32, 32), (2, 3, 32, 32))
         """
-        me = {self.name: self}
-        if isinstance(sel, (int, np.integer)):
-            one = _start(self._inner, me, [self.name], [int(sel)], None, pick=self.name)
-            return one.result()[0]
-        rows = as_indices(sel, len(self), self._inner.path)
-        outs = None if out is None else {self.name: out}
-        return _start(self._inner, me, [self.name], rows, outs, self._ragged, self.name).result()
+        one = isinstance(sel, (int, np.integer))
+        rows = as_indices([int(sel)] if one else sel, len(self), self._inner.path)  # type: ignore[arg-type]
+        reader = self._inner.reader()
+        info = self._info
+        if info.ragged is not None:
+            if out is not None:
+                raise InvalidArgumentError(
+                    f"out= cannot hold {self.name!r}: its samples differ in size"
+                )
+            read, slot = reader.read_ragged(rows, info.position, 0)
+            read.wait(None)
+            got = ragged_values(info, slot.take(), "list" if one else self._ragged)
+        else:
+            got = out if out is not None else np.ndarray((len(rows), *info.shape), info.dtype)
+            reader.read_into(rows, [info.position], [got], 0).wait(None)
+        return got[0] if one else got
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_reopen_dataset, (*self._reopen, self.name))
@@ -191,23 +164,22 @@ class HDF5Dataset:
         )
 
 
-class HDF5Reader(Closable):
-    """Datasets of one HDF5 file (h5py or PyTables), read as batches with the GIL released.
+class HDF5Reader(ArrayReader):
+    """Datasets of HDF5 files (h5py or PyTables), read as batches with the GIL released.
 
-    ``datasets`` is one dataset path (``batch`` returns an array), a list of paths, or
+    ``source`` is a file: a path, a URL (``s3://``, ``gs://``, ``az://``, ``https://``), the
+    bytes of a whole file (any bytes-like object, read in place) ; or
+    many files, a list or a glob pattern (``"train_*.h5"``, sorted), whose samples follow
+    each other (``shards``; ``shard_index=``, ``max_open_shards=``).
+
+    ``arrays`` is one dataset path (``batch`` returns an array), a list of paths, or
     ``None``: every dataset whose first dimension is the file's common sample count (``batch``
     returns a dict; ``skipped`` says what was left out and why). libhdf5 is used at open to
     find every chunk; batches are then read with ``pread`` and decoded in parallel outside its
-    lock. ``cache_bytes`` bounds the decoded chunks kept for the next batch (0 disables);
-    ``num_threads`` gives this reader a pool of its own. Pickles by path.
-
-    ``src`` may also be a list or a glob pattern of files (``"train_*.h5"``, sorted): they
-    open as one :class:`~packread.ShardedReader` of their concatenated samples, which also
-    takes ``shard_index=`` and ``max_open_shards=``.
-
-    ``src`` may also be the bytes of a whole file (any bytes-like object; copied once), and
-    ``in_memory=True`` reads the file at ``src`` whole into memory: either way libhdf5 and
-    every batch then read from memory (like PyTables' ``driver="H5FD_CORE"``).
+    lock. ``chunk_cache_bytes`` bounds the decoded chunks kept for the next batch (0
+    disables); ``in_memory=True`` reads the file whole first (like PyTables'
+    ``driver="H5FD_CORE"``); ``num_threads`` gives this reader a pool of its own. Pickles by
+    source.
 
     Variable-length datasets (PyTables ``VLArray``, h5py ``vlen_dtype`` and string data) give
     a list per batch (arrays, or ``bytes``/``str`` for strings), or with ``ragged="flat"`` a
@@ -219,170 +191,170 @@ class HDF5Reader(Closable):
     ((3, 3, 32, 32), [3, 17, 42])
     """
 
-    def __new__(cls, src: Any = None, datasets: Any = None, **kwargs: Any) -> Any:
-        """A list or glob of files opens as one :class:`~packread.ShardedReader`."""
-        if is_shard_source(src):
-            return sharded("hdf5", src, {"datasets": datasets, **kwargs})
-        return super().__new__(cls)
+    format = "hdf5"
 
     def __init__(
         self,
-        src: str | os.PathLike[str] | bytes | bytearray | memoryview | np.ndarray,
-        datasets: str | Sequence[str] | None = None,
+        source: Any,
+        arrays: str | Sequence[str] | None = None,
         *,
-        num_threads: int | None = None,
-        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        chunk_cache_bytes: int = DEFAULT_CACHE_BYTES,
         in_memory: bool = False,
-        ragged: Ragged = "list",
-        storage_options: Mapping[str, Any] | None = None,
-        index_cache: bool | str | os.PathLike[str] = True,
-        cache_dir: str | os.PathLike[str] | None = None,
-        cache_dir_bytes: int = DEFAULT_CACHE_DIR_BYTES,
+        ragged: str = "list",
+        num_threads: int | None = None,
+        remote: Remote | dict[str, Any] | None = None,
+        shard_index: str | os.PathLike[str] | None = None,
+        max_open_shards: int | None = None,
+        **deprecated: Any,
     ) -> None:
-        if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, (int, np.integer)):
-            raise PackreadTypeError(f"cache_bytes must be an int, not {type(cache_bytes).__name__}")
-        if cache_bytes < 0:
-            raise InvalidArgumentError(f"cache_bytes must be >= 0, not {cache_bytes}")
-        num_threads = check_num_threads(num_threads)
-        if ragged not in ("list", "flat"):
-            raise InvalidArgumentError(f"ragged must be 'list' or 'flat', not {ragged!r}")
-        if is_url(src):
-            if in_memory:
-                raise InvalidArgumentError("in_memory=True reads local files; not a URL")
-            # libhdf5 reads the superblock and root group from the object's head.
-            src = open_remote(
-                src,
-                storage_options,
-                index_cache=index_cache,
-                cache_dir=cache_dir,
-                cache_dir_bytes=cache_dir_bytes,
-            )
-        if is_remote(src):
-            source: Any = src
-        elif isinstance(src, (str, os.PathLike)):
-            source = os.fspath(src)
-        else:
-            source = bytes(memoryview(src).cast("B")) if not isinstance(src, bytes) else src
-        self._args = (source, datasets)
-        self._options = {
-            "num_threads": num_threads,
-            "cache_bytes": int(cache_bytes),
-            "in_memory": bool(in_memory),
-            "ragged": ragged,
-        }
-        self._single = isinstance(datasets, str)
-        self._ragged: str = ragged
-        # An empty list, a name given twice: checked (once) by the extension.
-        names = [datasets] if isinstance(datasets, str) else datasets
+        kwargs = fold(
+            "HDF5Reader",
+            HDF5Reader.__init__,
+            {
+                "arrays": arrays,
+                "chunk_cache_bytes": chunk_cache_bytes,
+                "in_memory": in_memory,
+                "ragged": ragged,
+                "num_threads": num_threads,
+                "remote": remote,
+                "shard_index": shard_index,
+                "max_open_shards": max_open_shards,
+            },
+            deprecated,
+        )
+        self._setup(source, None, **kwargs)
+
+    def _setup(
+        self,
+        source: Any,
+        state: dict[str, Any] | None,
+        arrays: str | Sequence[str] | None = None,
+        chunk_cache_bytes: int = DEFAULT_CACHE_BYTES,
+        in_memory: bool = False,
+        ragged: str = "list",
+        num_threads: int | None = None,
+        remote: Any = None,
+        shard_index: Any = None,
+        max_open_shards: Any = None,
+    ) -> None:
+        cache = chunk_cache_bytes
+        if isinstance(cache, bool) or not isinstance(cache, (int, np.integer)):
+            raise PackreadTypeError(f"chunk_cache_bytes must be an int, not {type(cache).__name__}")
+        if cache < 0:
+            raise InvalidArgumentError(f"chunk_cache_bytes must be >= 0, not {cache}")
+        remote = Remote._of(remote)
+        names = [arrays] if isinstance(arrays, str) else arrays
         if names is not None:
             names = list(names)
-        self._inner = _packread.HDF5File(
-            source, names, num_threads, int(cache_bytes), bool(in_memory)
-        )
-        self._datasets = {
-            k.lstrip("/"): HDF5Dataset(
-                self._inner, k.lstrip("/"), p, self._inner.info(k), (self._args, self._options)
-            )
-            for p, k in enumerate(self._inner.names())
+            if any(not isinstance(n, str) for n in names):
+                raise PackreadTypeError("arrays must be a dataset path or a list of them")
+            for n in names:
+                if not n.isascii() and any(0xDC80 <= ord(c) <= 0xDCFF for c in n):
+                    # Undecodable bytes (os.fsdecode's surrogates) name nothing: HDF5 names
+                    # are UTF-8.
+                    raise MissingKeyError(f"{source!s}: no dataset {n!r}")
+            paths = [n.lstrip("/") for n in names]
+            twice = sorted({n for n in paths if paths.count(n) > 1})
+            if twice:
+                raise InvalidArgumentError(f"arrays names {twice[0]!r} more than once")
+        self._ragged = check_ragged(ragged)
+        self._kwargs = {
+            "arrays": arrays,
+            "chunk_cache_bytes": int(cache),
+            "in_memory": bool(in_memory),
+            "ragged": ragged,
+            "num_threads": check_num_threads(num_threads),
+            "remote": remote,
+            "shard_index": shard_index,
+            "max_open_shards": max_open_shards,
         }
+        options = {
+            "datasets": names,
+            "cache_bytes": int(cache),
+            "in_memory": bool(in_memory),
+            "num_threads": self._kwargs["num_threads"],
+            **remote._binding(),
+        }
+        src = classify(source, remote)
+        self._source = source
+        self._inner: Any = None
+        self._datasets: dict[str, HDF5Dataset] = {}
+        if src.many:
+            shards = self._open_shards(src.value, options, shard_index, max_open_shards, state)
+            reader = shards.reader()
+        else:
+            if src.kind == FOLDER:
+                raise PackreadIsADirectoryError(f"{src.name}: a folder, not an HDF5 file")
+            if src.kind == MAPPING:
+                raise InvalidArgumentError(f"{src.name}: a mapping, not an HDF5 file")
+            if in_memory and src.kind in (URL, OBJECT):
+                raise InvalidArgumentError("in_memory=True reads local files; not a URL")
+            target = in_place(src)
+            if src.kind == URL:
+                # libhdf5 reads the superblock and root group from the object's head.
+                target = open_remote(src.value, remote)
+            if src.kind in (URL, OBJECT):
+                self._source = target
+            self._inner = _packread.HDF5File(target, options)
+            self._paths = [self._inner.path]
+            reader = self._inner.reader()
+        self._bind(reader, [a[0].lstrip("/") for a in reader.arrays()])
+        self._choose(arrays.lstrip("/") if isinstance(arrays, str) else None)
+        if self._inner is not None:
+            reopen = (self._source, self._kwargs)
+            self._datasets = {
+                n: HDF5Dataset(self._inner, info, self._inner.info(n), self._ragged, reopen)
+                for n, info in self._arrays.items()
+            }
+            self.samples_per_chunk = _samples_per_chunk(self._datasets.values())
 
     @property
     def path(self) -> str:
-        """The file's path (or a name for one read from bytes)."""
-        return self._inner.path
-
-    def keys(self) -> list[str]:
-        """The datasets this reader reads, in file order.
-
-        >>> HDF5Reader("train.h5").keys()
-        ['images', 'labels']
-        """
-        return list(self._datasets)
-
-    def __len__(self) -> int:
-        """The number of samples (the datasets' common first dimension)."""
-        return len(self._inner)
-
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name.lstrip("/") in self._datasets
-
-    def __getitem__(self, name: str) -> HDF5Dataset:
-        """One dataset's metadata and reads; a ``MissingKeyError`` (a ``KeyError``) if this
-        reader does not read it."""
-        key = name.lstrip("/") if isinstance(name, str) else name
-        try:
-            return self._datasets[key]  # type: ignore[index]
-        except (KeyError, TypeError):
-            raise MissingKeyError(
-                f"{self.path}: no dataset {name!r} in this reader (datasets: {self.keys()})"
-            ) from None
-
-    @property
-    def shape(self) -> tuple[int, ...] | dict[str, tuple[int, ...]]:
-        """Shape of one sample: a tuple for a reader of one dataset, else a dict by dataset.
-        (``reader[name].shape`` is the whole dataset's shape, as in h5py.)"""
-        shapes = {k: ds.shape[1:] for k, ds in self._datasets.items()}
-        return next(iter(shapes.values())) if self._single else shapes
-
-    @property
-    def dtype(self) -> np.dtype[Any] | dict[str, np.dtype[Any]]:
-        """dtype of the samples: one for a reader of one dataset, else a dict by dataset."""
-        dtypes = {k: ds.dtype for k, ds in self._datasets.items()}
-        return next(iter(dtypes.values())) if self._single else dtypes
-
-    @property
-    def samples_per_chunk(self) -> int:
-        """Samples stored (and decoded) together: the first chunk dimension of the dataset
-        whose chunks hold the most bytes; 1 when no chunk holds several samples."""
-        best, rows = 0, 1
-        for ds in self._datasets.values():
-            if ds.chunks:
-                nbytes = int(np.prod(ds.chunks)) * ds.dtype.itemsize
-                if nbytes > best:
-                    best, rows = nbytes, ds.chunks[0]
-        return max(rows, 1)
+        """The file's path (the first file's, for a reader of several; a name for bytes)."""
+        return self._paths[0]
 
     @property
     def cache_bytes(self) -> int:
-        """The budget for decoded chunks kept between batches."""
-        return self._options["cache_bytes"]
+        """The budget for decoded chunks kept between batches (per file)."""
+        return int(self._kwargs["chunk_cache_bytes"])
 
     @property
     def skipped(self) -> dict[str, str]:
-        """Datasets left out of ``datasets=None``, with the reason."""
+        """Datasets left out of ``arrays=None``, with the reason."""
+        if self._inner is None:
+            return {}
         return {k.lstrip("/"): v for k, v in self._inner.skipped().items()}
 
-    def batch(self, idx: Indices, *, out: Out = None) -> Any:
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lstrip("/") in self._arrays
+
+    def __getitem__(self, name: Any) -> Any:
+        """One dataset's metadata and reads (a ``MissingKeyError``, a ``KeyError``, if this
+        reader does not read it); an int is one sample, as on every reader."""
+        if isinstance(name, (int, np.integer)) and not isinstance(name, bool):
+            return super().__getitem__(int(name))
+        key = name.lstrip("/") if isinstance(name, str) else name
+        if self._inner is None and key in self._arrays:
+            raise UnsupportedError(
+                f"{self._describe()}: a reader of several files has no one dataset {key!r}; "
+                "open one file: HDF5Reader(reader.paths[k])"
+            )
+        self._check_open()
+        try:
+            return self._datasets[key]
+        except (KeyError, TypeError):
+            raise MissingKeyError(
+                f"{self.path}: no dataset {name!r} in this reader (datasets: {list(self._arrays)})"
+            ) from None
+
+    def batch(self, idx: Indices, *, out: Out = None, epoch: int = 0) -> Any:
         """Samples ``idx`` (order, duplicates and negatives kept) of every dataset, stacked:
         an array for a reader of one dataset, else a dict; into ``out`` when given.
 
         >>> HDF5Reader("train.h5", "labels").batch([5, -1, 5]).tolist()
         [5, 63, 5]
         """
-        return self.batch_async(idx, out=out).result()
-
-    def batch_async(self, idx: Indices, *, out: Out = None) -> PendingBatch[Any]:
-        """Like :meth:`batch`, but returns at once: arguments are checked now (the same errors
-        as ``batch``), the reads run on packread's pool; ``.result()`` gives the batch.
-
-        >>> pending = HDF5Reader("train.h5").batch_async(range(8))
-        >>> pending.result()["images"].shape
-        (8, 3, 32, 32)
-        """
-        self._check_open()
-        rows = as_indices(idx, len(self), self.path)
-        names = list(self._datasets)
-        if self._single:
-            outs = None if out is None else {names[0]: out}
-            return _start(self._inner, self._datasets, names, rows, outs, self._ragged, names[0])
-        if out is not None and not isinstance(out, dict):
-            raise PackreadTypeError(
-                "out= must be a dict of arrays for a reader of several datasets"
-            )
-        return _start(self._inner, self._datasets, names, rows, out, self._ragged)
-
-    def _describe(self) -> str:
-        return self.path
+        return self.batch_async(idx, out=out, epoch=epoch).result()
 
     def close(self) -> None:
         """Releases the file (once no dataset of it is in use elsewhere: each holds it too);
@@ -392,25 +364,38 @@ class HDF5Reader(Closable):
         ...     batch = reader.batch([0, 1])
         >>> reader.closed
         True
-        >>> reader.close()  # closing again does nothing
         """
         if not self.closed:
             super().close()
             for ds in self._datasets.values():
                 ds._inner = self._inner
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_reopen_hdf5, (self._args, self._options))
 
-    def __repr__(self) -> str:
-        if self.closed:
-            return f"<closed {type(self).__name__}>"
-        return f"HDF5Reader({self.path!r}, {len(self)} samples, datasets={self.keys()})"
+def _samples_per_chunk(datasets: Any) -> int:
+    """Samples stored (and decoded) together: the first chunk dimension of the dataset whose
+    chunks hold the most bytes; 1 when no chunk holds several samples."""
+    best, rows = 0, 1
+    for ds in datasets:
+        if ds.chunks:
+            nbytes = int(np.prod(ds.chunks)) * ds.dtype.itemsize
+            if nbytes > best:
+                best, rows = nbytes, ds.chunks[0]
+    return max(rows, 1)
 
 
-def _reopen_hdf5(args: tuple[Any, Any], options: dict[str, Any]) -> HDF5Reader:
-    return HDF5Reader(*args, **options)
+def _reopen_dataset(source: Any, kwargs: dict[str, Any], name: str) -> HDF5Dataset:
+    reader = HDF5Reader.__new__(HDF5Reader)
+    reader._setup(source, None, **kwargs)
+    return reader[name]  # type: ignore[no-any-return]
 
 
-def _reopen_dataset(args: tuple[Any, Any], options: dict[str, Any], name: str) -> HDF5Dataset:
-    return HDF5Reader(*args, **options)[name]
+register(
+    Format(
+        name="hdf5",
+        reader=HDF5Reader,
+        suffixes=HDF5_SUFFIXES,
+        magic=is_hdf5,
+    )
+)
+
+__all__ = ["DEFAULT_CACHE_BYTES", "HDF5Dataset", "HDF5Reader"]

@@ -1,39 +1,46 @@
-"""NPY: whole files or buffers (:func:`load_npy`) and folders of samples (:class:`NpyReader`)."""
+"""NPY: whole files or buffers (:func:`load_npy`) and files of one sample each
+(:class:`NpyReader`)."""
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
 from typing import Any, Union
 
 import numpy as np
 
 from . import _packread
-from ._common import Paths, byte_view, check_num_threads, expand_paths
-from ._reader import ArrayReader, deprecated_sample_keys
-from ._remote import (
-    DEFAULT_CACHE_DIR_BYTES,
-    cache_dir_of,
-    data_cache_of,
-    option_pairs,
-    remote_paths,
-)
-
-#: numpy's default limit on NPY header size (``max_header_size``).
-DEFAULT_MAX_HEADER_SIZE: int = _packread.DEFAULT_MAX_HEADER_SIZE
+from ._common import byte_view, check_num_threads
+from ._deprecated import fold, warn
+from ._options import DEFAULT_MAX_HEADER_SIZE, Limits, Remote
+from ._reader import ArrayReader
+from ._registry import Format, register
+from ._remote import is_url
+from ._sources import FILE, FILES, FOLDER, URL, Source, classify, folder_files
+from .errors import InvalidArgumentError
 
 BytesLike = Union[bytes, bytearray, memoryview, np.ndarray]
 
+#: The NPY magic string.
+NPY_MAGIC = b"\x93NUMPY"
+
+
+def is_npy(head: Any) -> bool:
+    """Whether a file's first bytes are an NPY file's."""
+    return bool(head(0).startswith(NPY_MAGIC))
+
 
 def load_npy(
-    src: str | os.PathLike[str] | BytesLike, *, max_header_size: int = DEFAULT_MAX_HEADER_SIZE
+    source: str | os.PathLike[str] | BytesLike | Any,
+    *,
+    limits: Limits | None = None,
+    **deprecated: Any,
 ) -> np.ndarray:
-    """Load one ``.npy`` array, equal to ``numpy.load(src)``.
+    """Load one ``.npy`` array, equal to ``numpy.load(source)``.
 
-    ``src`` is a path or a bytes-like object. From bytes, the result is a zero-copy, read-only
-    view of ``src`` when the data is aligned for its dtype, else a copy. Object arrays are
-    refused (they would need unpickling).
+    ``source`` is a path or a bytes-like object. From bytes, the result
+    is a zero-copy, read-only view of ``source`` when the data is aligned for its dtype, else
+    a copy. Object arrays are refused (they would need unpickling).
 
     >>> load_npy("sample.npy").shape
     (4, 8)
@@ -42,10 +49,14 @@ def load_npy(
     >>> view.flags.writeable
     False
     """
-    if isinstance(src, (str, os.PathLike)):
-        return _packread.load_npy_file(os.fspath(src), max_header_size)
+    kwargs = fold("load_npy", load_npy, {"limits": limits}, deprecated)
+    options = Limits._of(kwargs["limits"])._binding()
+    if not isinstance(source, (bytes, bytearray, memoryview, np.ndarray)):
+        if isinstance(source, (str, os.PathLike)):
+            source = os.fspath(source)
+        return _packread.load_npy_file(source, options)
     dtype, fortran, shape, offset, aligned = _packread.parse_npy_buffer(
-        byte_view(src, "NPY"), max_header_size
+        byte_view(source, "NPY"), options
     )
     count = math.prod(shape)
     if count == 0 or dtype.itemsize == 0:
@@ -53,7 +64,7 @@ def load_npy(
         empty = np.ndarray(shape, dtype=dtype, order="F" if fortran else "C")
         empty.flags.writeable = False  # read-only like every other result from bytes
         return empty
-    flat = np.frombuffer(src, dtype=dtype, count=count, offset=offset)
+    flat = np.frombuffer(source, dtype=dtype, count=count, offset=offset)
     if not aligned:
         flat = flat.copy()
     flat.flags.writeable = False
@@ -62,64 +73,99 @@ def load_npy(
     return flat.reshape(shape)
 
 
+def npy_files(src: Source) -> list[str]:
+    """The files of a folder, glob or list of ``.npy`` files (one sample each)."""
+    if src.kind == FOLDER:
+        return folder_files(src.value, ".npy")
+    if src.kind == FILES:
+        return list(src.value)
+    if src.kind in (FILE, URL):
+        return [src.value]
+    raise InvalidArgumentError(
+        f"{src.name}: NpyReader reads .npy files (a folder, glob or list of them), not a {src.kind}"
+    )
+
+
 class NpyReader(ArrayReader):
     """Many ``.npy`` files of the same shape and dtype, one sample each, read as batches.
 
-    ``paths`` is a list of files, a directory (its ``*.npy`` files, sorted) or a glob pattern
-    (sorted). Headers are read and checked once, here. ``num_threads`` gives the reader a pool
-    of its own (default: packread's shared pool). Pickles by path.
+    ``source`` is a list of files, a folder (its ``*.npy`` files, sorted) or a glob pattern
+    (sorted), of local paths or URLs. Headers are read and checked once, here (objects: each
+    by one request for its head, many in flight). ``num_threads`` gives the reader a pool of
+    its own (default: packread's shared pool). Pickles by source.
 
     >>> r = NpyReader("data/train/")
     >>> r.batch([3, 17, 42]).shape == (3, *r.shape)
     True
     """
 
+    format = "npy"
+
     def __init__(
         self,
-        paths: Paths,
+        source: Any,
         *,
-        max_header_size: int = DEFAULT_MAX_HEADER_SIZE,
         num_threads: int | None = None,
-        storage_options: Mapping[str, Any] | None = None,
-        index_cache: bool | str | os.PathLike[str] = True,
-        cache_dir: str | os.PathLike[str] | None = None,
-        cache_dir_bytes: int = DEFAULT_CACHE_DIR_BYTES,
-        _stamps: list[tuple[int, str | None, int | None]] | None = None,
+        remote: Remote | dict[str, Any] | None = None,
+        limits: Limits | None = None,
+        **deprecated: Any,
     ) -> None:
-        self._options = {
-            "max_header_size": max_header_size,
+        kwargs = fold(
+            "NpyReader",
+            NpyReader.__init__,
+            {"num_threads": num_threads, "remote": remote, "limits": limits},
+            deprecated,
+        )
+        self._setup(source, None, **kwargs)
+
+    def _setup(
+        self,
+        source: Any,
+        state: Any,
+        num_threads: int | None = None,
+        remote: Any = None,
+        limits: Any = None,
+    ) -> None:
+        remote, limits = Remote._of(remote), Limits._of(limits)
+        self._kwargs = {
             "num_threads": check_num_threads(num_threads),
-            "storage_options": storage_options,
-            "index_cache": index_cache,
-            "cache_dir": cache_dir,
-            "cache_dir_bytes": cache_dir_bytes,
+            "remote": remote,
+            "limits": limits,
         }
-        urls = remote_paths(paths, storage_options)
-        if urls is None:
-            self._paths = expand_paths(paths, ".npy")
-            self._stamps = None
-            self._bind(
-                _packread.open_npy(self._paths, max_header_size, self._options["num_threads"])
-            )
+        options = {
+            "num_threads": self._kwargs["num_threads"],
+            **limits._binding(),
+            **remote._binding(),
+        }
+        src = classify(source, remote)
+        self._paths = npy_files(src)
+        self._source = self._paths
+        if not any(is_url(p) for p in self._paths):
+            self._bind(_packread.open_npy(self._paths, options))
             return
         # Objects: opened together, each by one request for its head (header and, for a small
         # sample, its data); or, unpickled, with the sizes and ETags they were opened with.
-        self._paths = urls
-        reader, self._stamps = _packread.open_npy_remote(
-            urls,
-            option_pairs(storage_options),
-            cache_dir_of(index_cache),
-            _stamps,
-            max_header_size,
-            self._options["num_threads"],
-            data_cache_of(cache_dir, cache_dir_bytes),
-        )
+        reader, self._stamps = _packread.open_npy_remote(self._paths, state, options)
         self._bind(reader)
 
-    @property
-    def paths(self) -> list[str]:
-        """The files, in sample order."""
-        return list(self._paths)
+    def _state(self) -> Any:
+        return getattr(self, "_stamps", None)
+
+    def keys(self) -> list[str]:  # type: ignore[override]
+        """Deprecated: the samples' names, as :meth:`names` (with a ``DeprecationWarning``);
+        in the next release ``keys()`` names the arrays a batch holds, as on every reader.
+
+        >>> import warnings
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore", DeprecationWarning)
+        ...     NpyReader("data/train/").keys() == NpyReader("data/train/").names()
+        True
+        """
+        warn(
+            f"{type(self).__name__}.keys() names the samples",
+            "names() (keys() will name the arrays a batch holds)",
+        )
+        return self.names()
 
     def names(self) -> list[str]:
         """The samples' names: their files' paths, in sample order.
@@ -129,32 +175,24 @@ class NpyReader(ArrayReader):
         """
         return self.paths
 
-    def keys(self) -> list[str]:
-        """Deprecated: the samples' file paths (``names()``); will return the array names.
-
-        >>> import warnings
-        >>> with warnings.catch_warnings():
-        ...     warnings.simplefilter("ignore", DeprecationWarning)
-        ...     NpyReader("data/train/").keys()[0]
-        'data/train/000.npy'
-        """
-        return deprecated_sample_keys(self, self.paths)
-
-    def __getitem__(self, i: int) -> np.ndarray:
-        return self.batch([i])[0]
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Pickled by path, so spawn/forkserver workers re-open the files themselves.
-        options = (
-            self._options if self._stamps is None else {**self._options, "_stamps": self._stamps}
-        )
-        return (_reopen_npy, (self.paths, options))
-
     def __repr__(self) -> str:
         if self.closed:
             return f"<closed {type(self).__name__}>"
         return f"NpyReader({len(self)} files, shape={self.shape}, dtype={self.dtype})"
 
 
-def _reopen_npy(paths: list[str], options: dict[str, Any]) -> NpyReader:
-    return NpyReader(paths, **options)
+def _claims(src: Source, options: dict[str, Any]) -> bool:
+    """A folder holding ``.npy`` files (and no ``.npz``)."""
+    if src.kind != FOLDER:
+        return False
+    names = os.listdir(src.value)
+    return any(n.endswith(".npy") for n in names) and not any(n.endswith(".npz") for n in names)
+
+
+register(
+    Format(
+        name="npy", reader=NpyReader, suffixes=(".npy",), magic=is_npy, claims=_claims, shards=False
+    )
+)
+
+__all__ = ["DEFAULT_MAX_HEADER_SIZE", "NpyReader", "load_npy"]

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import os
 
-from .._image import IMG_EXTENSIONS
-from .._open import _is_image_tree
-from .._zip import ZipReader
-from ..errors import PackreadError, UnsupportedError
+from .._image import IMG_EXTENSIONS, holds_images
+from .._image import is_image_tree as _is_image_tree
+from .._sources import classify
+from ..errors import UnsupportedError
 
 
 def is_image_name(name: str) -> bool:
@@ -53,12 +53,8 @@ def image_members(names: list[str]) -> tuple[int, int]:
 
 
 def is_image_zip(path: str) -> bool:
-    """A ZIP archive (not ``.npz``) at least half of whose members are named as images."""
+    """A ZIP archive that :func:`packread.open` opens as images (the format registry's rule:
+    at least half of its files are images, besides its ``dataset.json``)."""
     if path.lower().endswith(".npz"):
         return False
-    try:
-        names = ZipReader(path).names()
-    except PackreadError:
-        return False
-    images, files = image_members(names)
-    return images > 0 and 2 * images >= files
+    return holds_images(classify(path))

@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 
 from .._common import BatchReader
-from .._open import open_reader, source_kind
+from .._open import open as open_reader
+from .._open import resolve
 from ._format import human_rate, human_ratio, path_name
 
 #: How each format's plain loop reads one sample.
@@ -204,7 +205,7 @@ def bench(
     say = log or (lambda m: None)
     if batches < 1 or rounds < 1 or any(b < 1 for b in batch_sizes):
         raise ValueError("batches, rounds and batch sizes must be >= 1")
-    kind, _ = source_kind(path)
+    kind = resolve(path, None, {}).name
     options: dict[str, Any] = {}
     if num_threads is not None:
         options["num_threads"] = num_threads
@@ -214,11 +215,13 @@ def bench(
     if kind == "hdf5" and datasets is None:
         # Variable-length data cannot be stacked by the loop or collated by torch's default.
         every = open_reader(path, **options)
-        ragged = [k for k in every.keys() if every[k].vlen is not None]  # type: ignore[attr-defined]
+        ragged = every.ragged_keys  # type: ignore[attr-defined]
         if ragged:
             datasets = [k for k in every.keys() if k not in ragged]  # type: ignore[attr-defined]
             notes.append(f"variable-length datasets left out: {', '.join(ragged)}")
-    reader = open_reader(path, datasets, **options)
+    if datasets is not None:
+        options["members" if kind == "zip" else "arrays"] = datasets
+    reader = open_reader(path, **options)
     loop = LoopDataset(path, kind, reader)
     n = len(reader)
     result = BenchResult(path, kind, n, LOOPS[kind], [], notes)
@@ -288,7 +291,7 @@ def _loader_runs(
                 return DataLoader(loop, batch_size=b, shuffle=True, num_workers=w)
 
             def pack_loader(b: int = b, w: int = w) -> Any:
-                ds = PackDataset(path, b, datasets=datasets, seed=seed, **options)
+                ds = PackDataset(path, b, seed=seed, **options)
                 return DataLoader(ds, batch_size=None, num_workers=w)
 
             base = Row("DataLoader(loop Dataset)", "baseline", b, w, 0.0)

@@ -5,7 +5,10 @@ arithmetic is :mod:`packread._epoch`'s; the epoch each iteration reads, :mod:`._
 from __future__ import annotations
 
 import collections
+import inspect
 import os
+import secrets
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -24,11 +27,45 @@ from .._epoch import (
     default_window,
     first_batch,
 )
-from .._open import Source
+from .._open import Source, legacy_datasets
 from ..errors import InvalidArgumentError, PackreadTypeError
 from ._buffers import Device, Recycled, WorkerSlabs, cuda_available, want_pinned
 from ._clock import _EpochClock
 from ._reading import Sink, Started, _ReaderSlot, finish_batch, start_batch
+
+#: Samples found not to decode in DataLoader workers, as their batches reached this process:
+#: ``{dataset token: {index: why}}``.
+_WORKER_ERRORS: dict[str, dict[int, str]] = {}
+
+
+def _deliver(item: Any, token: str, errors: dict[int, str]) -> Any:
+    """Unpickles a worker's batch in the main process, keeping the samples its reader found not
+    to decode since its last batch (:attr:`PackDataset.errors`); the first are said once, in
+    this process, as a reader says its own (a worker's warning goes to its stderr only)."""
+    first = token not in _WORKER_ERRORS
+    _WORKER_ERRORS.setdefault(token, {}).update(errors)
+    if first and errors:
+        k, why = next(iter(errors.items()))
+        warnings.warn(
+            f"PackDataset: samples did not decode in DataLoader workers and were replaced "
+            f"(on_error='skip'), the first {k}: {why}; dataset.errors lists them all",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return item
+
+
+class _WithErrors:
+    """A worker's batch with the samples found not to decode while reading it: pickled to the
+    main process as the batch itself (:func:`_deliver`)."""
+
+    __slots__ = ("errors", "item", "token")
+
+    def __init__(self, item: Any, token: str, errors: dict[int, str]) -> None:
+        self.item, self.token, self.errors = item, token, errors
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_deliver, (self.item, self.token, self.errors))
 
 
 class PackDataset(IterableDataset):
@@ -67,14 +104,20 @@ class PackDataset(IterableDataset):
       DataLoader's own ``pin_memory`` off, it would copy them again. ``device="cuda"`` yields
       batches on that device, copied on a side stream (with ``num_workers=0``, one batch
       ahead): the current stream waits for the copy on the GPU, the host does not.
-    - ``transform(batch)`` is applied to each numpy batch (array or dict) in the process that
-      reads it, before the conversion to tensors.
+    - ``transform(batch)`` is given each batch as tensors (a tensor or a dict of them), as a
+      collate would give them, in the process that reads it: a torchvision v2 transform works
+      on it as written.
     - ``state_dict()``/``load_state_dict()`` save and restore ``(seed, epoch, position)``; a new
       loader then yields exactly the batches of that epoch not yet seen. With worker processes
       and a plain ``DataLoader``, pass the number of batches your loop consumed this epoch:
       ``ds.state_dict(batches_seen=step)``; torchdata's ``StatefulDataLoader`` needs nothing.
-    - ``**reader_options`` go to the reader (``num_threads``, ``cache_bytes``, ``dtype``,
-      ``shape``...). The reader opens here and again, lazily, in each worker process.
+    - ``**reader_options`` go to the reader, as :func:`packread.open` takes them (``arrays``,
+      ``members``, ``decode``, ``augment_seed``, ``remote``, ``num_threads``...); an option the
+      format does not take is a ``TypeError`` here. The reader opens here and again, lazily,
+      in each worker process. A reader whose batches vary by epoch (random image crops) is
+      given each epoch.
+    - ``errors``: the samples found not to decode (images with ``on_error="skip"``), also
+      those found in DataLoader workers, as their batches arrive.
 
     >>> ds = PackDataset("train.h5", batch_size=16, seed=0)
     >>> len(ds)
@@ -89,7 +132,6 @@ class PackDataset(IterableDataset):
         source: Source,
         batch_size: int,
         *,
-        datasets: Any = None,
         shuffle: bool = True,
         seed: int = 0,
         drop_last: bool = False,
@@ -135,7 +177,13 @@ class PackDataset(IterableDataset):
         #: ``(pid, sink)``: where this process writes batches (made on first use).
         self._sink: tuple[int, Sink] | None = None
         self._explicit_rank = None if rank is None else (int(rank), int(world_size))  # type: ignore[arg-type]
-        self._slot = _ReaderSlot(source, datasets, reader_options)
+        datasets = reader_options.pop("datasets", None)
+        if datasets is not None:
+            legacy_datasets(source, datasets, reader_options, "PackDataset")
+        own = inspect.signature(PackDataset.__init__).parameters
+        self._slot = _ReaderSlot(source, reader_options, "PackDataset", own)
+        #: Names this dataset's errors found in workers (see :func:`_deliver`).
+        self._token = secrets.token_hex(8)
         reader = self._slot.get()
         self.num_samples = len(reader)
         self.samples_per_chunk = max(int(getattr(reader, "samples_per_chunk", 1)), 1)
@@ -156,6 +204,30 @@ class PackDataset(IterableDataset):
         self._clock = _EpochClock()
         self._cursor: Cursor | None = None
         self._resume: dict[str, Any] | None = None
+        self._warn_if_empty()
+
+    def _warn_if_empty(self) -> None:
+        """An epoch of no batches (``drop_last`` with a batch larger than this rank's share)
+        is said once, not left to end the loop silently."""
+        if len(self) == 0 and self.num_samples > 0 and not getattr(self, "_warned_empty", False):
+            self._warned_empty = True
+            rank, world = self._sharding()
+            warnings.warn(
+                f"PackDataset: rank {rank} of {world} reads no batch per epoch: "
+                f"{self.num_samples} samples, batch_size={self.batch_size}, "
+                f"drop_last={self.drop_last}; lower batch_size or set drop_last=False",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    @property
+    def errors(self) -> dict[int, str]:
+        """Every sample found not to decode so far (images read with ``on_error="skip"``), by
+        index, with why: this process's reader's, and those DataLoader workers found, as
+        their batches arrived."""
+        found = dict(getattr(self._slot.get(), "errors", {}) or {})
+        found.update(_WORKER_ERRORS.get(self._token, {}))
+        return dict(sorted(found.items()))
 
     # -- sharding and the epoch's batches ----------------------------------------------------
 
@@ -325,6 +397,7 @@ class PackDataset(IterableDataset):
     # -- iteration ------------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[Any]:
+        self._warn_if_empty()
         info = get_worker_info()
         if info is None:
             worker, workers, token = 0, 1, None
@@ -363,6 +436,8 @@ class PackDataset(IterableDataset):
 
     def _iterate(self, cursor: Cursor, gen_id: int, sink: Sink) -> Iterator[Any]:
         reader = self._slot.get()
+        in_worker = get_worker_info() is not None
+        seen: set[int] = set()
         plan = self._plan(cursor.step)
         saved, self._saved_workers = self._saved_workers, None
         if plan.shuffle_mode == "shard" and saved is not None and saved != cursor.step:
@@ -413,6 +488,11 @@ class PackDataset(IterableDataset):
                 if first:
                     self._clock.mark_used(gen_id)
                     first = False
+                if in_worker:
+                    new = {k: v for k, v in getattr(reader, "errors", {}).items() if k not in seen}
+                    if new:
+                        seen.update(new)
+                        item = _WithErrors(item, self._token, new)
                 yield item
                 del item
                 if not self.prefetch:
@@ -434,6 +514,7 @@ class PackDataset(IterableDataset):
         state.setdefault("pin_memory", False)
         state.setdefault("device", None)
         state.setdefault("_sink", None)
+        state.setdefault("_token", secrets.token_hex(8))
         self.__dict__.update(state)
 
     @property

@@ -3,6 +3,7 @@ its sampling."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -12,11 +13,10 @@ from torch.utils.data import Dataset, get_worker_info
 
 from .._common import BatchReader
 from .._epoch import check_int
-from .._image import ImageReader
-from .._open import Source
+from .._open import Source, legacy_datasets
 from ..errors import PackreadTypeError
 from ._clock import _EpochClock
-from ._reading import _ReaderSlot, finish_batch, start_batch
+from ._reading import _ReaderSlot, finish_batch, start_batch, varies_by_epoch
 
 
 class _Rows(list):
@@ -49,16 +49,18 @@ class PackMapDataset(Dataset):
     ``DistributedSampler``, your own). Pass ``collate_fn=PackMapDataset.collate_fn`` and the
     batch goes through as it was read: ``DataLoader(ds, batch_size=64, shuffle=True,
     collate_fn=ds.collate_fn)``; with torch's default collate it still works, at the cost of
-    stacking the samples again. ``ds[i]`` is one sample. ``transform(batch)`` is applied to each
-    numpy batch (a batch of one for ``ds[i]``) before the conversion to tensors.
+    stacking the samples again. ``ds[i]`` is one sample. ``transform(batch)`` is given each
+    batch as tensors, as a collate would give them (a batch of one for ``ds[i]``): a
+    torchvision v2 transform works on it as written.
 
-    Encoded images (an :class:`~packread.ImageReader`, or a path with image options) give
-    ``{"images": ..., "labels": ...}``. Their random crops and flips are drawn from ``(seed,
-    epoch, index)``: call ``ds.set_epoch(epoch)`` at the start of every epoch, as with
-    ``DistributedSampler``, or every epoch repeats the crops of epoch 0. The epoch reaches
-    DataLoader workers, persistent ones included.
+    ``source`` and ``**reader_options`` are what :func:`packread.open` takes. Encoded images
+    give ``{"images": ..., "labels": ...}``. A reader whose batches vary by epoch (random
+    crops and flips, drawn from ``(augment_seed, epoch, index)``) is given the epoch: call
+    ``ds.set_epoch(epoch)`` at the start of every epoch, as with ``DistributedSampler``, or
+    every epoch repeats the crops of epoch 0. The epoch reaches DataLoader workers, persistent
+    ones included.
 
-    >>> ds = PackMapDataset("train.h5", datasets="images")
+    >>> ds = PackMapDataset("train.h5", arrays="images")
     >>> len(ds), ds[3].shape
     (64, torch.Size([3, 32, 32]))
     """
@@ -67,7 +69,6 @@ class PackMapDataset(Dataset):
         self,
         source: Source,
         *,
-        datasets: Any = None,
         transform: Callable[[Any], Any] | None = None,
         **reader_options: Any,
     ) -> None:
@@ -75,7 +76,11 @@ class PackMapDataset(Dataset):
         if transform is not None and not callable(transform):
             raise PackreadTypeError("transform must be callable")
         self.transform = transform
-        self._slot = _ReaderSlot(source, datasets, reader_options)
+        datasets = reader_options.pop("datasets", None)
+        if datasets is not None:
+            legacy_datasets(source, datasets, reader_options, "PackMapDataset")
+        own = inspect.signature(PackMapDataset.__init__).parameters
+        self._slot = _ReaderSlot(source, reader_options, "PackMapDataset", own)
         self._len = len(self._slot.get())
         self._clock = _EpochClock()
 
@@ -83,7 +88,7 @@ class PackMapDataset(Dataset):
         """The epoch random image crops are drawn from, in this process and its DataLoader
         workers, from the next batch on.
 
-        >>> ds = PackMapDataset("images.zip", size=32, crop="random")
+        >>> ds = PackMapDataset("images.zip", decode=packread.ImageDecode(32, crop="random"))
         >>> ds.set_epoch(3)
         """
         self._clock.set_fixed(check_int("epoch", epoch, 0))
@@ -97,7 +102,7 @@ class PackMapDataset(Dataset):
         # In a DataLoader worker, straight into a new shared-memory block (the batch is the
         # sampler's, of any size: nothing to recycle).
         sink = "shared" if get_worker_info() is not None and self.transform is None else None
-        epoch = self._clock.fixed() if isinstance(reader, ImageReader) else 0
+        epoch = self._clock.fixed() if varies_by_epoch(reader) else 0
         return finish_batch(start_batch(reader, idx, sink, epoch), sink, self.transform)
 
     def __getitems__(self, indices: Sequence[int]) -> list[Any]:

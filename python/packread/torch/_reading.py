@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Union
 
 import numpy as np
@@ -14,27 +14,43 @@ import torch
 
 from .. import _packread
 from .._common import BatchReader
-from .._hdf5 import HDF5Reader
-from .._image import ImageReader
-from .._npy import NpyReader
-from .._open import Source, open_reader
-from .._zip import NpzReader, ZipReader
+from .._open import check_options, resolve
+from .._reader import ArrayReader
 from ._buffers import Claim, Recycled, Specs, WorkerSlabs, torch_ready
+
+
+def open_here(
+    source: Any, options: dict[str, Any], where: str, own: Iterable[str] = ()
+) -> BatchReader:
+    """The reader of ``source`` with ``options``, as :func:`packread.open` gives it; an option
+    the format's reader does not take is blamed on ``where`` (the dataset, whose own
+    parameters ``own`` are suggested with the reader's for a misspelt name)."""
+    if isinstance(source, BatchReader) and not isinstance(source, (str, os.PathLike)):
+        if options:
+            raise TypeError(
+                f"{where}() got reader options {sorted(options)}, but source is a reader already"
+            )
+        return source
+    fmt = resolve(source, None, options)
+    check_options(fmt, options, where, own)
+    return fmt.reader(source, **options)  # type: ignore[no-any-return]
 
 
 class _ReaderSlot:
     """A reader opened on first use in each process: the one given (or opened) in the process
     that made the dataset, a fresh one (from the same arguments) in every other process."""
 
-    def __init__(self, source: Source, datasets: Any, options: dict[str, Any]) -> None:
-        reader = open_reader(source, datasets, **dict(options))
+    def __init__(
+        self, source: Any, options: dict[str, Any], where: str, own: Iterable[str] = ()
+    ) -> None:
+        reader = open_here(source, dict(options), where, own)
         # Opening an object in object storage started packread's I/O threads; the process
         # that made the dataset usually forks DataLoader workers next, and then keeps none.
         _packread.release_runtime()
         self._reader: BatchReader | None = reader
         self._pid = os.getpid()
         # Readers of packread pickle as their arguments; another reader travels as itself.
-        self._recipe: Any = reader.__reduce__() if _is_packread(reader) else reader
+        self._recipe: Any = reader.__reduce__() if isinstance(reader, ArrayReader) else reader
 
     def get(self) -> BatchReader:
         if self._reader is None or self._pid != os.getpid():
@@ -50,8 +66,10 @@ class _ReaderSlot:
         return {"_reader": None, "_pid": -1, "_recipe": self._recipe}
 
 
-def _is_packread(reader: Any) -> bool:
-    return isinstance(reader, (HDF5Reader, ImageReader, NpyReader, NpzReader, ZipReader))
+def varies_by_epoch(reader: Any) -> bool:
+    """Whether ``reader`` declares that its batches differ from epoch to epoch (random image
+    crops): it is then given each epoch."""
+    return bool(getattr(reader, "varies_by_epoch", False))
 
 
 def _torch_ready(arr: np.ndarray) -> bool:
@@ -115,12 +133,9 @@ def _specs(reader: BatchReader, rows: int) -> tuple[Specs, list[str] | None] | N
     hold)."""
     shape: Any = reader.shape
     dtype: Any = reader.dtype
-    if isinstance(reader, ImageReader):
-        specs: Specs = [((rows, *shape), np.dtype(dtype))]
-        keys: list[str] | None = ["images"]
-    elif isinstance(dtype, dict):
-        keys = list(dtype)
-        specs = [((rows, *shape[k]), np.dtype(dtype[k])) for k in keys]
+    if isinstance(dtype, dict):
+        keys: list[str] | None = list(dtype)
+        specs: Specs = [((rows, *shape[k]), np.dtype(dtype[k])) for k in keys]  # type: ignore[union-attr]
     else:
         keys = None
         specs = [((rows, *shape), np.dtype(dtype))]
@@ -132,13 +147,10 @@ def _specs(reader: BatchReader, rows: int) -> tuple[Specs, list[str] | None] | N
 class Started:
     """A batch being read: the read's handle and where it is being written."""
 
-    __slots__ = ("claim", "handle", "images", "keys", "labels", "specs", "tensors")
+    __slots__ = ("claim", "handle", "keys", "specs", "tensors")
 
-    def __init__(self, handle: Any, images: bool = False, labels: np.ndarray | None = None) -> None:
+    def __init__(self, handle: Any) -> None:
         self.handle = handle
-        #: An image batch: ``{"images": ..., "labels": ...}`` (no labels for a source without).
-        self.images = images
-        self.labels = labels
         self.claim: Claim | None = None
         self.specs: Specs = []
         self.keys: list[str] | None = None
@@ -159,7 +171,7 @@ class Started:
 
 
 def start_batch(reader: BatchReader, idx: np.ndarray, sink: Sink, epoch: int = 0) -> Started:
-    """Starts reading ``idx`` (in ``epoch``, which random image crops are drawn from) into
+    """Starts reading ``idx`` (in ``epoch``, for a reader whose batches vary by epoch) into
     ``sink``'s memory."""
     made = _specs(reader, len(idx)) if sink is not None else None
     out: Any = None
@@ -180,28 +192,18 @@ def start_batch(reader: BatchReader, idx: np.ndarray, sink: Sink, epoch: int = 0
             tensors = [t for t, _ in shared]
             arrays = [a for _, a in shared]
         if arrays is not None:
-            out = (
-                arrays[0]
-                if keys is None or isinstance(reader, ImageReader)
-                else dict(zip(keys, arrays, strict=True))
-            )
+            out = arrays[0] if keys is None else dict(zip(keys, arrays, strict=True))
             if tensors is not None:
                 tensors = tensors[0] if keys is None else dict(zip(keys, tensors, strict=True))
-    if isinstance(reader, ImageReader):
-        labels = None if reader.labels is None else reader.labels[idx]
-        kwargs: dict[str, Any] = {"epoch": epoch} if out is None else {"epoch": epoch, "out": out}
-        started = Started(reader.batch_async(idx, **kwargs), True, labels)
-        if tensors is not None:
-            tensors = dict(tensors) if isinstance(tensors, dict) else {"images": tensors}
-            if labels is not None:
-                tensors["labels"] = torch.from_numpy(labels)
+    kwargs: dict[str, Any] = {} if out is None else {"out": out}
+    if varies_by_epoch(reader):
+        kwargs["epoch"] = epoch
+    begin = getattr(reader, "batch_async", None)
+    if begin is not None:
+        handle: Any = begin(idx, **kwargs)
     else:
-        begin = getattr(reader, "batch_async", None)
-        if begin is not None:
-            handle: Any = begin(idx, out=out) if out is not None else begin(idx)
-        else:
-            handle = _Done(reader.batch(idx, out=out) if out is not None else reader.batch(idx))
-        started = Started(handle)
+        handle = _Done(reader.batch(idx, **kwargs))
+    started = Started(handle)
     started.claim = claim
     started.tensors = tensors
     if made is not None:
@@ -210,8 +212,8 @@ def start_batch(reader: BatchReader, idx: np.ndarray, sink: Sink, epoch: int = 0
 
 
 def finish_batch(started: Started, sink: Sink, transform: Callable[[Any], Any] | None) -> Any:
-    """The item a started batch becomes once read: a worker's ticket for its slab, tensors
-    (``transform`` applied to the numpy batch first)."""
+    """The item a started batch becomes once read: a worker's ticket for its slab, or tensors
+    (given to ``transform`` first, as a collate would give them)."""
     try:
         batch = started.handle.result()
     except BaseException:
@@ -219,15 +221,11 @@ def finish_batch(started: Started, sink: Sink, transform: Callable[[Any], Any] |
             started.claim.slab.shared.unclaim()
             started.claim = None
         raise
-    if started.images:
-        batch = {"images": batch}
-        if started.labels is not None:
-            batch["labels"] = started.labels
     claim = started.claim
     if claim is not None and isinstance(sink, WorkerSlabs):
         started.claim = None
-        extra = None if started.labels is None else {"labels": started.labels}
-        return sink.ticket(claim, started.specs, started.keys, extra)
+        return sink.ticket(claim, started.specs, started.keys, None)
     if started.tensors is not None:
         return started.tensors
-    return to_torch(batch if transform is None else transform(batch))
+    tensors = to_torch(batch)
+    return tensors if transform is None else transform(tensors)

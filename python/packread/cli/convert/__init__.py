@@ -42,7 +42,7 @@ import numpy as np
 
 from ..._hdf5 import HDF5Reader
 from ..._image import LABELS_MEMBER, ImageReader
-from ..._open import source_kind
+from ..._open import resolve
 from ..._zip import ZipReader
 from ...errors import InvalidArgumentError, PackreadError, UnsupportedError
 from .. import _images
@@ -272,7 +272,7 @@ def convert(
 def _input_kind(src: str, members: str | None, dtype: Any, shape: Any) -> str:
     """What ``src`` is: ``"image-folder"`` (an ImageFolder tree), ``"image-zip"`` (a ZIP of
     images, unless ``members``, ``dtype`` or ``shape`` say how to read its members as
-    arrays), else as :func:`packread._open.source_kind` tells. A folder of loose images is
+    arrays), else as the format registry tells. A folder of loose images is
     refused, saying why."""
     if os.path.isdir(src):
         if _images.is_image_tree(src):
@@ -280,9 +280,9 @@ def _input_kind(src: str, members: str | None, dtype: Any, shape: Any) -> str:
         loose = _images.loose_images(src)
         if loose and not any(e.name.endswith((".npy", ".npz")) for e in os.scandir(src)):
             raise _images.loose_images_error(src, loose)
-    kind, _ = source_kind(src)
     arrays = members is not None or dtype is not None or shape is not None
-    if kind == "zip" and not arrays and _images.is_image_zip(src):
+    kind = resolve(src, None, {"members": members} if arrays else {}).name
+    if kind == "images":
         return "image-zip"
     return kind
 
@@ -389,7 +389,7 @@ def _verify_images(src: str, dst: str, source: _ImageTreeSource) -> None:
             with open(path, "rb") as f:
                 if z.read(name) != f.read():
                     raise MismatchError(f"{dst}: {name} differs from {path}")
-    reader = ImageReader(dst, size=None)
+    reader = ImageReader(dst)
     assert reader.labels is not None
     got = dict(zip(reader.names(), reader.labels.tolist(), strict=True))
     if got != dict(zip(source.names, source.labels, strict=True)):

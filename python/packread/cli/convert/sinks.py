@@ -9,7 +9,7 @@ import os
 import zipfile
 from typing import Any
 
-from ..._open import HDF5_SUFFIXES
+from ..._hdf5 import HDF5_SUFFIXES
 from ...errors import InvalidArgumentError
 from .._layout import samples_per_chunk_for
 from .codecs import _h5py, codec_options

@@ -17,8 +17,9 @@ from ..._common import expand_paths
 from ..._hdf5 import HDF5Reader
 from ..._image import LABELS_MEMBER, ImageReader
 from ..._npy import NpyReader
+from ..._npz import NpzReader
 from ..._packread import image_info
-from ..._zip import NpzReader, ZipReader
+from ..._zip import ZipReader
 from ...errors import InvalidArgumentError, PackreadError
 from .codecs import _h5py
 
@@ -225,7 +226,7 @@ class _ImageTreeSource(_Source):
         self.path = path
         self.copies = []
         self.arrays = {}
-        reader = ImageReader(path, size=None)
+        reader = ImageReader(path)
         assert reader.classes is not None
         assert reader.labels is not None
         self.files = reader.names()

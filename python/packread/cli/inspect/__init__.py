@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import types
 
-from ..._open import sniff
+from ..._registry import sniff
 from ...errors import PackreadError, UnsupportedError
 from .. import _images, _layout
 from .._format import human_bytes as human_bytes

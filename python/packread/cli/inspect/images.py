@@ -16,7 +16,8 @@ from typing import Any, Union
 
 import numpy as np
 
-from ..._image import DEFAULT_MAX_PIXELS, LABELS_MEMBER, ImageReader
+from ..._image import LABELS_MEMBER, ImageReader
+from ..._options import DEFAULT_MAX_PIXELS
 from ..._packread import image_info
 from ..._zip import ZipReader
 from ...errors import PackreadError
@@ -76,11 +77,11 @@ def _open(path: str, kind: str) -> tuple[ImageReader, str | None, list[Advice]]:
     """The reader at the images' own sizes, where its labels come from, and advice on labels
     that do not read (the images are inspected without them)."""
     if kind == "image-folder":
-        return ImageReader(path, size=None), "folders", []
+        return ImageReader(path), "folders", []
     try:
-        reader = ImageReader(path, size=None)
+        reader = ImageReader(path)
     except PackreadError as e:
-        reader = ImageReader(path, size=None, labels=False)
+        reader = ImageReader(path, labels=False)
         why = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         return reader, None, [Advice("bad-labels", "warning", path, f"labels not read: {why}")]
     if reader.labels is None:

@@ -9,7 +9,8 @@ import os
 from collections import Counter
 
 from ..._npy import NpyReader
-from ..._zip import NpzReader, ZipReader
+from ..._npz import NpzReader
+from ..._zip import ZipReader
 from ...errors import PackreadError
 from .._format import human_bytes
 from .archive import _compression_advice, _method, _ratio

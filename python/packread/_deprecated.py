@@ -1,0 +1,100 @@
+"""The names packread had before its one vocabulary (0.1 → 0.2): each still works for this
+release, with a ``DeprecationWarning`` that names its replacement, and is listed in the
+CHANGELOG. Readers pass the keyword arguments they do not know here; anything that is not an
+old name is the ``TypeError`` Python gives for an unknown keyword."""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import warnings
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ._options import ImageDecode, Limits, Remote
+
+#: Old option -> the new one it became, where it only changed its name.
+RENAMED = {
+    "datasets": "arrays",
+    "keys": "arrays",
+    "dataset": "images",
+    "seed": "augment_seed",
+    "cache_bytes": "chunk_cache_bytes",
+    "src": "source",
+    "path": "source",
+    "paths": "source",
+}
+
+#: Old options now grouped in a value object: ``option -> (object's parameter, group)``.
+GROUPED: dict[str, tuple[str, str]] = {
+    **{name: (name, "decode") for name in ImageDecode._names()},
+    "storage_options": ("storage_options", "remote"),
+    "index_cache": ("index_cache", "remote"),
+    "cache_dir": ("data_cache", "remote"),
+    "cache_dir_bytes": ("data_cache_bytes", "remote"),
+    "max_header_size": ("max_header_size", "limits"),
+    "max_member_bytes": ("max_member_bytes", "limits"),
+    "max_pixels": ("max_pixels", "limits"),
+}
+
+_GROUPS = {"decode": ImageDecode, "remote": Remote, "limits": Limits}
+_SPELLED = {
+    "decode": "packread.ImageDecode",
+    "remote": "packread.Remote",
+    "limits": "packread.Limits",
+}
+
+
+def warn(old: str, new: str, stacklevel: int = 3) -> None:
+    warnings.warn(
+        f"{old} is deprecated; use {new} (it will be removed in the next release)",
+        DeprecationWarning,
+        stacklevel=stacklevel + 1,
+    )
+
+
+def unknown(where: str, name: str, known: Iterable[str]) -> TypeError:
+    """The ``TypeError`` for an unknown keyword argument, with the nearest known names."""
+    close = difflib.get_close_matches(name, sorted(known), n=3)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return TypeError(f"{where}() got an unexpected keyword argument {name!r}{hint}")
+
+
+def fold(
+    where: str,
+    func: Callable[..., Any],
+    given: dict[str, Any],
+    old: dict[str, Any],
+    stacklevel: int = 3,
+) -> dict[str, Any]:
+    """``given`` (the options ``func``, a reader's constructor, took) with ``old`` (keyword
+    arguments under former names) folded in, each with a warning: a renamed option under its
+    new name, a grouped one into its value object. An option given both ways is an error; a
+    name that is neither is the usual ``TypeError``."""
+    params = {
+        p.name: p.default
+        for p in inspect.signature(func).parameters.values()
+        if p.name not in ("self", "source") and p.kind is not p.VAR_KEYWORD
+    }
+    out = dict(given)
+    groups: dict[str, dict[str, Any]] = {}
+    for name, value in old.items():
+        if name in RENAMED and RENAMED[name] in params:
+            new = RENAMED[name]
+            warn(f"{where}({name}=)", f"{new}=", stacklevel)
+            if out.get(new) is not params[new]:
+                raise TypeError(f"{where}() got both {name}= and {new}=")
+            out[new] = value
+        elif name in GROUPED and GROUPED[name][1] in params:
+            param, group = GROUPED[name]
+            warn(f"{where}({name}=)", f"{group}={_SPELLED[group]}({param}=...)", stacklevel)
+            groups.setdefault(group, {})[param] = value
+        else:
+            raise unknown(where, name, params)
+    for group, values in groups.items():
+        if out.get(group) is not None:
+            raise TypeError(f"{where}() got {group}= and also {sorted(values)}, which belong in it")
+        if group == "remote" and "data_cache" in values and values["data_cache"] is None:
+            values["data_cache"] = False
+        out[group] = _GROUPS[group](**values)
+    return out
