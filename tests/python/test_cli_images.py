@@ -324,8 +324,8 @@ def test_convert_writes_imagefolders_samples_stored_with_labels(tree, folder, pa
 
 def test_converted_zip_reads_as_the_tree_and_as_imagefolder(tree, folder, packed):
     dst, _ = packed
-    from_zip = packread.ImageReader(dst, size=None)
-    from_tree = packread.ImageReader(tree, size=None)
+    from_zip = packread.ImageReader(dst, size=None, arrays="images")
+    from_tree = packread.ImageReader(tree, size=None, arrays="images")
     names = relative(folder, tree)
     assert from_zip.names() == names
     assert [os.path.relpath(n, tree).replace(os.sep, "/") for n in from_tree.names()] == names
@@ -343,8 +343,8 @@ def test_converted_zip_reads_as_the_tree_and_as_imagefolder(tree, folder, packed
         if n in (CORRUPT, BMP):
             with pytest.raises(packread.DecodeError, match=re.escape(n)):
                 from_zip.batch([k])
-    sized_zip = packread.ImageReader(dst, size=48)
-    sized_tree = packread.ImageReader(tree, size=48)
+    sized_zip = packread.ImageReader(dst, size=48, arrays="images")
+    sized_tree = packread.ImageReader(tree, size=48, arrays="images")
     assert np.array_equal(sized_zip.batch(ok), sized_tree.batch(ok))
     # Decoded from the ZIP, the images equal PIL's of the tree's files.
     for k in ok[:4]:

@@ -294,9 +294,11 @@ def test_hdf5_reader_pickle_keeps_datasets_and_options(cases, datasets):
     idx = [7, 0, N - 1, 3, 3, -N]
     copy = pickle.loads(pickle.dumps(reader))
     assert copy.keys() == reader.keys()
-    assert copy._options == {
+    names = ("num_threads", "chunk_cache_bytes", "in_memory", "ragged")
+    kept = {k: copy._kwargs[k] for k in names}
+    assert kept == {
         "num_threads": 2,
-        "cache_bytes": 12345,
+        "chunk_cache_bytes": 12345,
         "in_memory": False,
         "ragged": "list",
     }

@@ -27,8 +27,11 @@ from packread.errors import PackreadError
 #: Modules whose docstrings are the reference (pdoc renders these).
 MODULES = [
     "packread._common",
+    "packread._reader",
+    "packread._options",
     "packread._hdf5",
     "packread._npy",
+    "packread._npz",
     "packread._zip",
     "packread._image",
     "packread._open",

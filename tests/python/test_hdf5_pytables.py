@@ -206,7 +206,7 @@ def test_h5py_vlen_numeric_bytes_and_str(tmp_path, layout):
 
 def test_ragged_side_columns_readme_pattern(tmp_path):
     """The PyTables write-up's flat EArray with start/stop side columns, read as ragged
-    samples the way the README shows."""
+    samples the way docs/hdf5.md shows."""
     rng = np.random.default_rng(14)
     path = tmp_path / "side.h5"
     lengths = rng.integers(1, 40, 200)
@@ -218,7 +218,7 @@ def test_ragged_side_columns_readme_pattern(tmp_path):
         d.append(flat)
         s = f.create_earray("/", "data_start_and_stop", atom=tables.Int32Atom(), shape=(0, 2))
         s.append(np.stack([starts, stops], axis=1).astype("<i4"))
-    # -- as in the README
+    # -- as in docs/hdf5.md
     spans = packread.HDF5Reader(path, "data_start_and_stop")
     data = packread.HDF5Reader(path, "data")
     idx = [5, 0, 199, 5]

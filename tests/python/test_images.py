@@ -167,7 +167,9 @@ def test_image_folder_trees_label_as_torchvision(tmp_path, encoded):
     assert r.class_to_idx == ref.class_to_idx
     assert r.names() == [p for p, _ in ref.samples]
     assert r.labels.tolist() == ref.targets
-    got = r.batch(range(len(r)))
+    batch = r.batch(range(len(r)))
+    assert batch["labels"].tolist() == ref.targets  # a batch carries its labels
+    got = batch["images"]
     T = pytest.importorskip("torchvision.transforms")
     tf = T.Compose([T.Resize(24), T.CenterCrop(24)])
     for k in (0, 7, len(r) - 1):
@@ -184,7 +186,7 @@ def test_image_folder_trees_label_as_torchvision(tmp_path, encoded):
     assert [n[len("train/") :] for n in rz.names()] == [
         os.path.relpath(p, root) for p, _ in ref.samples
     ]
-    assert np.array_equal(rz.batch(range(len(rz))), got)
+    assert np.array_equal(rz.batch(range(len(rz)))["images"], got)
 
 
 @pytest.mark.parametrize("orientation", [1, 2, 3, 4, 5, 6, 7, 8])

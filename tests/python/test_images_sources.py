@@ -78,7 +78,7 @@ def test_hdf5_rows_decode_as_pil_does(hdf5_images, encoded, dataset):
         labels = None
     else:
         labels = "labels"
-    r = packread.ImageReader(path, dataset=dataset, labels=labels, size=None)
+    r = packread.ImageReader(path, dataset=dataset, labels=labels, size=None, arrays="images")
     assert len(r) == len(names)
     order = list(range(len(names)))[::-1]
     got = r.batch(order)
@@ -93,7 +93,7 @@ def test_hdf5_rows_decode_as_pil_does(hdf5_images, encoded, dataset):
         for n in names:
             z.writestr(n, encoded[n])
     for kw in ({"size": 24}, {"size": (20, 28), "crop": "random", "flip": True, "seed": 3}):
-        from_h5 = packread.ImageReader(path, dataset=dataset, **kw)
+        from_h5 = packread.ImageReader(path, dataset=dataset, arrays="images", **kw)
         from_zip = packread.ImageReader(zpath, labels=False, **kw)
         idx = [5, 0, 2, 2, len(names) - 1]
         assert np.array_equal(from_h5.batch(idx, epoch=4), from_zip.batch(idx, epoch=4))
@@ -109,7 +109,7 @@ def test_hdf5_sources_that_cannot_hold_images_are_refused(hdf5_images):
             packread.ImageReader(path, dataset=ds, size=8)
     with pytest.raises(packread.InvalidArgumentError, match="3 labels for"):
         packread.ImageReader(path, dataset="jpegs", labels="short_labels", size=8)
-    with pytest.raises(packread.InvalidArgumentError, match="dataset="):
+    with pytest.raises(packread.InvalidArgumentError, match="images="):
         packread.ImageReader(path, size=8)
     with pytest.raises(packread.MissingKeyError):
         packread.ImageReader(path, dataset="nope", size=8)

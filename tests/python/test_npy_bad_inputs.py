@@ -459,7 +459,7 @@ def test_missing_directory_contents_and_pattern(tmp_path):
 
 
 def test_empty_path_list():
-    with pytest.raises(packread.InvalidArgumentError, match="at least one") as exc:
+    with pytest.raises(packread.InvalidArgumentError, match="empty list") as exc:
         packread.NpyReader([])
     assert isinstance(exc.value, ValueError)
 

@@ -26,7 +26,6 @@ from packread.errors import (
     InconsistentError,
     PackreadFileNotFoundError,
     PackreadOSError,
-    UnsupportedError,
 )
 from support.helpers import assert_same
 
@@ -502,14 +501,23 @@ def test_a_shard_whose_length_changed_raises_when_a_batch_opens_it(tmp_path, how
     assert "7" in str(err.value)
 
 
-def test_variable_length_datasets_are_unsupported(tmp_path):
-    paths = write_h5_shards(str(tmp_path / "s"), sizes=(3, 5), vlen=True)
-    with pytest.raises(UnsupportedError, match=re.escape(paths[0])):
-        packread.HDF5Reader(paths, ["x", "v"])
-    with pytest.raises(UnsupportedError):
-        packread.HDF5Reader(paths)  # every dataset, v among them
-    r = packread.HDF5Reader(paths, "id")  # the fixed-size datasets read as shards
-    assert r.batch([0, -1, 3]).tolist() == [0, 7, 3]
+def test_variable_length_datasets_read_over_shards_as_h5py_reads_them(tmp_path):
+    # Issue 29: vlen datasets were refused over shards; each sample now comes from its shard.
+    paths = write_h5_shards(str(tmp_path / "s"), sizes=(3, 0, 5), vlen=True)
+    want = []
+    for p in paths:
+        with h5py.File(p, "r") as f:
+            want += [np.asarray(v) for v in f["v"][()]]
+    r = packread.HDF5Reader(paths, ["x", "v"])
+    assert r.ragged_keys == ["v"]
+    idx = [0, -1, 3, 2, 3]
+    got = r.batch(idx)
+    assert len(got["v"]) == len(idx)
+    for g, k in zip(got["v"], idx, strict=True):
+        assert_same(g, want[k])
+    ref = h5py_concat(paths, ["x"])
+    assert_same(got["x"], ref["x"][idx])
+    assert packread.HDF5Reader(paths, "id").batch([0, -1, 3]).tolist() == [0, 7, 3]
 
 
 def test_a_missing_shard_is_named(tmp_path):
@@ -688,21 +696,23 @@ def image_zips(tmp_path_factory):
 def test_image_shards_equal_each_archive_read_alone(image_zips):
     folder, a, b, _ = image_zips
     alone = [packread.ImageReader(p, size=8) for p in (a, b)]
-    want = np.concatenate([x.batch(np.arange(len(x))) for x in alone])
+    want = np.concatenate([x.batch(np.arange(len(x)))["images"] for x in alone])
     labels = np.concatenate([x.labels for x in alone])
     assert alone[0].classes == alone[1].classes == ["cat", "dog"]
     for source in ([a, b], os.path.join(folder, "part_*.zip")):
         r = packread.ImageReader(source, size=8)
-        assert isinstance(r, packread.ShardedReader)
+        assert type(r) is packread.ImageReader  # issue 29: a reader keeps its class
         assert r.shard_lengths == [4, 6]
         assert r.classes == ["cat", "dog"]
         assert r.labels.tolist() == labels.tolist() == [0, 0, 1, 1, 0, 0, 0, 1, 1, 1]
-        assert r.shape == (8, 8, 3)
-        assert_same(r.batch(np.arange(len(r))), want)
+        assert r.shape == {"images": (8, 8, 3), "labels": ()}
+        got = r.batch(np.arange(len(r)))
+        assert_same(got["images"], want)
+        assert got["labels"].tolist() == labels.tolist()
         for idx in crossing_batches(r.shard_lengths, seed=8, count=5):
-            assert_same(r.batch(idx), want[idx])
+            assert_same(r.batch(idx)["images"], want[idx])
     # Random crops: an epoch repeats its crops, another epoch draws others.
-    r = packread.ImageReader([a, b], size=6, crop="random", seed=3)
+    r = packread.ImageReader([a, b], size=6, crop="random", seed=3, arrays="images")
     idx = [0, 4, 9]
     assert_same(r.batch(idx, epoch=2), r.batch(idx, epoch=2))
     assert not np.array_equal(r.batch(np.arange(10), epoch=0), r.batch(np.arange(10), epoch=1))
@@ -717,8 +727,8 @@ def test_images_skipped_over_shards_are_reported_as_from_one_archive(tmp_path, i
         for k, info in enumerate(sorted(zin.infolist(), key=lambda i: i.filename)):
             data = zin.read(info)
             zout.writestr(info.filename, data[: len(data) // 3] if k == 1 else data)
-    whole = packread.ImageReader([a, str(broken)], size=16, on_error="skip")
-    alone = packread.ImageReader(str(broken), size=16, on_error="skip")
+    whole = packread.ImageReader([a, str(broken)], size=16, on_error="skip", arrays="images")
+    alone = packread.ImageReader(str(broken), size=16, on_error="skip", arrays="images")
     first = len(packread.ImageReader(a, size=16))
     with pytest.warns(RuntimeWarning, match="did not decode") as caught:
         got = whole.batch(range(len(whole)))
@@ -746,36 +756,42 @@ def test_image_shards_with_other_classes_are_refused(image_zips):
     assert "eel" in str(err.value)
 
 
-def test_image_shards_at_their_own_sizes_are_unsupported(image_zips):
+@pytest.mark.parametrize("size", [None, "default"])
+def test_image_shards_at_their_own_sizes_read_as_each_archive_alone(image_zips, size):
+    # They were refused; each image now comes at its own size from its shard (issue 29).
     _, a, b, _ = image_zips
-    with pytest.raises(UnsupportedError, match="size"):
-        packread.ImageReader([a, b], size=None)
-
-
-def test_image_shards_without_a_size_are_unsupported(image_zips):
-    _, a, b, _ = image_zips
-    with pytest.raises(UnsupportedError, match="size"):
-        packread.ImageReader([a, b])
+    kw = {} if size == "default" else {"size": size}
+    alone = [packread.ImageReader(p, **kw) for p in (a, b)]
+    want = [img for x in alone for img in x.batch(np.arange(len(x)))["images"]]
+    r = packread.ImageReader([a, b], **kw)
+    assert r.ragged_keys == ["images"]
+    idx = [9, 0, 4, 5, 3]
+    got = r.batch(idx)
+    assert got["labels"].tolist() == r.labels[idx].tolist()
+    for g, k in zip(got["images"], idx, strict=True):
+        assert_same(g, want[k])
 
 
 # --------------------------------------------------------------------------------------------
 # open_reader
 
 
-def test_open_reader_opens_lists_and_globs_as_shards(h5_shards, h5_ref, zip_shards):
-    r = packread.open_reader(h5_shards, "x")
-    assert isinstance(r, packread.ShardedReader)
-    assert r.kind == "hdf5"
+def test_open_opens_lists_and_globs_as_shards_of_their_format(h5_shards, h5_ref, zip_shards):
+    r = packread.open(h5_shards, arrays="x")
+    assert type(r) is packread.HDF5Reader
     assert len(r) == N
     assert_same(r.batch([-1, 0, 8]), h5_ref["x"][[-1, 0, 8]])
     folder, _, npy_paths = zip_shards
-    z = packread.open_reader(os.path.join(folder, "npy_*.zip"), "img/*.npy")
-    assert isinstance(z, packread.ShardedReader)
-    assert z.kind == "zip"
+    z = packread.open(os.path.join(folder, "npy_*.zip"), members="img/*.npy")
+    assert type(z) is packread.ZipReader
     assert [s.path for s in z.shards] == npy_paths
     assert len(z) == 10
-    raw = packread.open_reader(os.path.join(folder, "raw_*.zip"), shape=(3, 4), dtype="<i2")
+    raw = packread.open(os.path.join(folder, "raw_*.zip"), shape=(3, 4), dtype="<i2")
     assert raw.shard_lengths == [2, 0, 9, 1, 4]
-    # One file is still a file's own reader.
-    assert isinstance(packread.open_reader(h5_shards[0], "x"), packread.HDF5Reader)
-    assert isinstance(packread.open_reader(npy_paths[0], "img/*.npy"), packread.ZipReader)
+    # One file is the same class.
+    assert type(packread.open(h5_shards[0], arrays="x")) is packread.HDF5Reader
+    assert type(packread.open(npy_paths[0], members="img/*.npy")) is packread.ZipReader
+    # The deprecated name still opens, with a warning.
+    with pytest.warns(DeprecationWarning, match="open_reader"):
+        old = packread.open_reader(h5_shards, "x")
+    assert_same(old.batch([-1, 0]), h5_ref["x"][[-1, 0]])

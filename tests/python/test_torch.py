@@ -511,7 +511,7 @@ def test_arguments_are_checked(ids, cases):
     with pytest.raises(InvalidArgumentError):
         PackDataset(str(ids) + ".unknown", 4)
     reader = packread.HDF5Reader(ids, "id")
-    with pytest.raises(InvalidArgumentError):
+    with pytest.raises(TypeError, match="PackDataset"):  # reader options for a reader
         PackDataset(reader, 4, num_threads=2)
     with pytest.raises(PackreadTypeError):
         PackDataset(object(), 4)

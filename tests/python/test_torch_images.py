@@ -55,7 +55,7 @@ def _check_epoch(ds: PackDataset, reader: packread.ImageReader, loader, epoch: i
         # Labels are the sample indices here: every batch is exactly its planned samples ...
         assert batch["labels"].tolist() == idx.tolist()
         # ... with the crops of this epoch.
-        assert np.array_equal(batch["images"].numpy(), reader.batch(idx, epoch=epoch))
+        assert np.array_equal(batch["images"].numpy(), reader.batch(idx, epoch=epoch)["images"])
     return batches
 
 
@@ -93,7 +93,7 @@ def test_a_path_with_image_options_opens_images_and_resumes(archive):
         assert torch.equal(x["images"], y["images"])
         assert torch.equal(x["labels"], y["labels"])
     order = ds.rank_indices(0)
-    assert np.array_equal(whole[0]["images"].numpy(), reader.batch(order[:5], epoch=0))
+    assert np.array_equal(whole[0]["images"].numpy(), reader.batch(order[:5], epoch=0)["images"])
 
 
 def test_image_folder_trees_and_own_sizes(tmp_path):
@@ -111,7 +111,7 @@ def test_image_folder_trees_and_own_sizes(tmp_path):
     got = [img for b in batches for img in b["images"]]
     labels = torch.cat([b["labels"] for b in batches])
     assert labels.tolist() == reader.labels.tolist()
-    want = reader.batch(range(len(reader)))
+    want = reader.batch(range(len(reader)))["images"]
     assert len(got) == len(want)
     for g, w in zip(got, want, strict=True):
         assert torch.equal(g, torch.from_numpy(w))
@@ -134,7 +134,7 @@ def test_map_dataset_draws_crops_from_the_epoch_it_is_set_to(archive, workers):
         for j, batch in enumerate(loader):
             idx = list(range(j * 6, min((j + 1) * 6, N)))
             assert batch["labels"].tolist() == idx
-            assert np.array_equal(batch["images"].numpy(), reader.batch(idx, epoch=epoch))
+            assert np.array_equal(batch["images"].numpy(), reader.batch(idx, epoch=epoch)["images"])
     one = ds[4]
     assert set(one) == {"images", "labels"}
     assert int(one["labels"]) == 4
@@ -153,7 +153,7 @@ def test_ranks_split_image_epochs_like_every_other_reader(archive, drop_last):
         for j, b in enumerate(batches):
             idx = order[j * 4 : (j + 1) * 4]
             assert b["labels"].tolist() == idx.tolist()
-            assert np.array_equal(b["images"].numpy(), reader.batch(idx, epoch=0))
+            assert np.array_equal(b["images"].numpy(), reader.batch(idx, epoch=0)["images"])
             seen.extend(b["labels"].tolist())
     assert counts[0] == counts[1]
     if drop_last:

@@ -514,7 +514,7 @@ def test_batches_of_npy_members_share_one_batch_reader(tmp_path):
         assert_same(
             got, np.stack([np.full((2, 3), first, "<i4"), np.full((2, 3), (first + 7) % 50, "<i4")])
         )
-    assert len(z._readers) == 1
+    assert len(z._readers) <= 1
 
 
 def test_batch_npy_0d_and_zero_size(tmp_path):
