@@ -104,7 +104,7 @@ sdist-test: wheel
 # Runs pytest on this checkout's build (`make develop`), but for the object-storage tests (their
 # servers' packages are not installed there). torch < 2.4 has no StatefulDataLoader (torchdata
 # >= 0.8) and torch < 2.3 no uint16/32/64 tensors: those tests skip, saying so. Not part of
-# `make test` (the download); the README's support matrix gives its last result.
+# `make test` (the download); docs/install.md's support matrix gives its last result.
 COMPAT_PINS := numpy==1.26.4 torch==2.1.2 torchvision==0.16.2
 COMPAT_VENV := .venv-compat
 
