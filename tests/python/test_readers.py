@@ -25,7 +25,21 @@ from packread.errors import (
 from support.formats import Case, same, write_all
 from support.helpers import in_child
 
-CASES = ["npy", "zip_raw", "zip_npy", "npz", "h5", "h5_lzf", "h5_shards", "zip_shards"]
+#: Every case of the shared format matrix (support/formats.py), images included.
+CASES = [
+    "npy",
+    "zip_raw",
+    "zip_npy",
+    "npz",
+    "h5",
+    "h5_lzf",
+    "h5_shards",
+    "zip_shards",
+    "img_zip",
+    "img_tree",
+    "img_h5",
+    "img_shards",
+]
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +62,7 @@ def test_protocol(case):
     r = case.open()
     assert isinstance(r, packread.BatchReader)
     assert len(r) == 37
-    multi = case.name in ("npz", "h5", "h5_shards")
+    multi = case.name in ("npz", "h5", "h5_shards") or case.name.startswith("img")
     assert isinstance(r.shape, dict) is multi
     assert isinstance(r.dtype, dict) is multi
     if multi:

@@ -27,7 +27,21 @@ from support.torchdata import (
     write_ids,
 )
 
-FORMATS = ["npy", "zip_raw", "zip_npy", "npz", "h5", "h5_lzf", "h5_shards", "zip_shards"]
+#: Every case of the shared format matrix (support/formats.py), images included.
+FORMATS = [
+    "npy",
+    "zip_raw",
+    "zip_npy",
+    "npz",
+    "h5",
+    "h5_lzf",
+    "h5_shards",
+    "zip_shards",
+    "img_zip",
+    "img_tree",
+    "img_h5",
+    "img_shards",
+]
 
 
 @pytest.fixture(scope="module")

@@ -42,6 +42,10 @@ class Case:
 
     def open(self) -> packread.BatchReader:
         src = self.source
+        if self.name.startswith("img"):  # the registry's choice, as a user would open it
+            reader = packread.open(src, **self.options)
+            assert type(reader) is packread.ImageReader
+            return reader
         if self.name.startswith("h5"):
             return packread.HDF5Reader(src, self.datasets, **self.options)
         if self.name.startswith("zip"):
@@ -223,6 +227,97 @@ def write_all(root: str) -> dict[str, Case]:
         os.path.join(root, "part*.zip"),
         options={"dtype": "<f4", "shape": SHAPE},
         reference=zip_shards_ref,
+    )
+    cases.update(write_image_cases(root))
+    return cases
+
+
+#: Stored image size: decoded at this size with ``resize`` its shorter side, a sample is the
+#: image exactly as PIL decodes it.
+IMAGE_HW = (10, 12)
+IMAGE_DECODE = {"size": IMAGE_HW, "resize": min(IMAGE_HW)}
+
+
+def _png(pixels: np.ndarray) -> bytes:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(pixels).save(buf, "PNG")
+    return buf.getvalue()
+
+
+def _pil(data: bytes) -> np.ndarray:
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as im:
+        return np.asarray(im.convert("RGB"))
+
+
+def write_image_cases(root: str) -> dict[str, Case]:
+    """The same ``N`` PNG images (written by PIL) with labels four ways: a ZIP with
+    ``dataset.json``, an ImageFolder tree, an h5py variable-length dataset of the encoded bytes
+    beside a labels dataset, and ZIP shards (one holding only its ``dataset.json``)."""
+    rng = np.random.default_rng(9)
+    encoded = [_png(rng.integers(0, 256, (*IMAGE_HW, 3), dtype=np.uint8)) for _ in range(N)]
+    labels = np.array([(5 * i + 2) % 3 for i in range(N)], dtype=np.int64)
+    decode = packread.ImageDecode(**IMAGE_DECODE)
+
+    def reference(rows: list[int], order: list[int] | None = None) -> dict[str, np.ndarray]:
+        at = list(range(N)) if order is None else order
+        images = [_pil(encoded[at[i]]) for i in rows]
+        return {
+            "images": _stack(images, np.empty((0, *IMAGE_HW, 3), np.uint8)),
+            "labels": _stack([labels[at[i]] for i in rows], np.empty((0,), np.int64)),
+        }
+
+    cases: dict[str, Case] = {}
+    names = [f"img/{i:03d}.png" for i in range(N)]
+    zpath = os.path.join(root, "images.zip")
+    with zipfile.ZipFile(zpath, "w", zipfile.ZIP_STORED) as z:
+        for name, data in zip(names, encoded, strict=True):
+            z.writestr(name, data)
+        z.writestr("dataset.json", json.dumps({"labels": dict(zip(names, labels.tolist()))}))
+    cases["img_zip"] = Case("img_zip", zpath, {"decode": decode}, reference=reference)
+
+    # An ImageFolder tree: class folders sorted, files sorted within each (torchvision's
+    # order), so the samples are the images grouped by label.
+    tree = os.path.join(root, "tree")
+    order = sorted(range(N), key=lambda i: (int(labels[i]), f"{i:03d}"))
+    for i in range(N):
+        folder = os.path.join(tree, f"class{labels[i]}")
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, f"{i:03d}.png"), "wb") as f:
+            f.write(encoded[i])
+    cases["img_tree"] = Case(
+        "img_tree",
+        tree,
+        {"decode": decode},
+        reference=lambda rows, order=order: reference(rows, order),
+    )
+
+    hpath = os.path.join(root, "images.h5")
+    with h5py.File(hpath, "w") as f:
+        d = f.create_dataset("jpegs", (N,), dtype=h5py.vlen_dtype(np.uint8))
+        for i, data in enumerate(encoded):
+            d[i] = np.frombuffer(data, np.uint8)
+        f["labels"] = labels.astype("<i4")
+    cases["img_h5"] = Case(
+        "img_h5",
+        hpath,
+        {"decode": decode, "images": "jpegs", "labels": "labels"},
+        reference=reference,
+    )
+
+    at = 0
+    for k, size in enumerate((15, 0, 22)):
+        with zipfile.ZipFile(os.path.join(root, f"imgpart{k}.zip"), "w") as z:
+            own = {names[i]: int(labels[i]) for i in range(at, at + size)}
+            for i in range(at, at + size):
+                z.writestr(names[i], encoded[i])
+            z.writestr("dataset.json", json.dumps({"labels": own}))
+        at += size
+    cases["img_shards"] = Case(
+        "img_shards", os.path.join(root, "imgpart*.zip"), {"decode": decode}, reference=reference
     )
     return cases
 
