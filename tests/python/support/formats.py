@@ -276,7 +276,8 @@ def write_image_cases(root: str) -> dict[str, Case]:
     with zipfile.ZipFile(zpath, "w", zipfile.ZIP_STORED) as z:
         for name, data in zip(names, encoded, strict=True):
             z.writestr(name, data)
-        z.writestr("dataset.json", json.dumps({"labels": dict(zip(names, labels.tolist()))}))
+        table = dict(zip(names, labels.tolist(), strict=True))
+        z.writestr("dataset.json", json.dumps({"labels": table}))
     cases["img_zip"] = Case("img_zip", zpath, {"decode": decode}, reference=reference)
 
     # An ImageFolder tree: class folders sorted, files sorted within each (torchvision's
