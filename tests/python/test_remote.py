@@ -14,6 +14,7 @@ import io
 import os
 import pickle
 import re
+import signal
 import threading
 import time
 import zipfile
@@ -1442,6 +1443,9 @@ def _interrupt_after(seconds: float) -> threading.Timer:
 def _time_to_interrupt(call: Callable[[], Any]) -> float | None:
     """Seconds from the start of ``call()`` until KeyboardInterrupt reached it (``None`` if
     it returned or raised otherwise and no interrupt followed)."""
+    # A process started in the background by a non-interactive shell ignores SIGINT, and then
+    # interrupt_main does nothing: Python's own handler, for this call only.
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
     t = time.monotonic()
     timer = _interrupt_after(0.5)
     try:
@@ -1452,6 +1456,8 @@ def _time_to_interrupt(call: Callable[[], Any]) -> float | None:
         time.sleep(0.2)  # an interrupt left pending arrives here
     except KeyboardInterrupt:
         return time.monotonic() - t
+    finally:
+        signal.signal(signal.SIGINT, old)
     return None
 
 
