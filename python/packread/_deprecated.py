@@ -67,16 +67,16 @@ def fold(
     old: dict[str, Any],
     stacklevel: int = 3,
 ) -> dict[str, Any]:
-    """``given`` (the options ``func``, a reader's constructor, took) with ``old`` (keyword
-    arguments under former names) folded in, each with a warning: a renamed option under its
-    new name, a grouped one into its value object. An option given both ways is an error; a
-    name that is neither is the usual ``TypeError``."""
+    """``given`` (the options ``func``, a reader's constructor, took: its ``locals()`` on
+    entry) with ``old`` (keyword arguments under former names) folded in, each with a warning:
+    a renamed option under its new name, a grouped one into its value object. An option given
+    both ways is an error; a name that is neither is the usual ``TypeError``."""
     params = {
         p.name: p.default
         for p in inspect.signature(func).parameters.values()
         if p.name not in ("self", "source") and p.kind is not p.VAR_KEYWORD
     }
-    out = dict(given)
+    out = {name: given[name] for name in params if name in given}
     groups: dict[str, dict[str, Any]] = {}
     for name, value in old.items():
         if name in RENAMED and RENAMED[name] in params:

@@ -207,21 +207,7 @@ class HDF5Reader(ArrayReader):
         max_open_shards: int | None = None,
         **deprecated: Any,
     ) -> None:
-        kwargs = fold(
-            "HDF5Reader",
-            HDF5Reader.__init__,
-            {
-                "arrays": arrays,
-                "chunk_cache_bytes": chunk_cache_bytes,
-                "in_memory": in_memory,
-                "ragged": ragged,
-                "num_threads": num_threads,
-                "remote": remote,
-                "shard_index": shard_index,
-                "max_open_shards": max_open_shards,
-            },
-            deprecated,
-        )
+        kwargs = fold("HDF5Reader", HDF5Reader.__init__, locals(), deprecated)
         self._setup(source, None, **kwargs)
 
     def _setup(

@@ -110,26 +110,7 @@ class ImageReader(ArrayReader):
         max_open_shards: int | None = None,
         **deprecated: Any,
     ) -> None:
-        kwargs = fold(
-            "ImageReader",
-            ImageReader.__init__,
-            {
-                "decode": decode,
-                "arrays": arrays,
-                "members": members,
-                "images": images,
-                "labels": labels,
-                "augment_seed": augment_seed,
-                "on_error": on_error,
-                "ragged": ragged,
-                "num_threads": num_threads,
-                "remote": remote,
-                "limits": limits,
-                "shard_index": shard_index,
-                "max_open_shards": max_open_shards,
-            },
-            deprecated,
-        )
+        kwargs = fold("ImageReader", ImageReader.__init__, locals(), deprecated)
         self._setup(source, None, **kwargs)
 
     def _setup(

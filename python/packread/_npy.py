@@ -49,7 +49,7 @@ def load_npy(
     >>> view.flags.writeable
     False
     """
-    kwargs = fold("load_npy", load_npy, {"limits": limits}, deprecated)
+    kwargs = fold("load_npy", load_npy, locals(), deprecated)
     options = Limits._of(kwargs["limits"])._binding()
     if not isinstance(source, (bytes, bytearray, memoryview, np.ndarray)):
         if isinstance(source, (str, os.PathLike)):
@@ -110,12 +110,7 @@ class NpyReader(ArrayReader):
         limits: Limits | None = None,
         **deprecated: Any,
     ) -> None:
-        kwargs = fold(
-            "NpyReader",
-            NpyReader.__init__,
-            {"num_threads": num_threads, "remote": remote, "limits": limits},
-            deprecated,
-        )
+        kwargs = fold("NpyReader", NpyReader.__init__, locals(), deprecated)
         self._setup(source, None, **kwargs)
 
     def _setup(

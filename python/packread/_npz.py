@@ -36,7 +36,7 @@ def load_npz(
     >>> sorted(load_npz("sample.npz"))
     ['image', 'mask']
     """
-    kwargs = fold("load_npz", load_npz, {"verify_crc": verify_crc, "limits": limits}, deprecated)
+    kwargs = fold("load_npz", load_npz, locals(), deprecated)
     options = {
         "verify_crc": bool(kwargs["verify_crc"]),
         **Limits._of(kwargs["limits"])._binding(DEFAULT_MAX_MEMBER_BYTES),
@@ -88,17 +88,7 @@ class NpzReader(ArrayReader):
         limits: Limits | None = None,
         **deprecated: Any,
     ) -> None:
-        kwargs = fold(
-            "NpzReader",
-            NpzReader.__init__,
-            {
-                "arrays": arrays,
-                "verify_crc": verify_crc,
-                "num_threads": num_threads,
-                "limits": limits,
-            },
-            deprecated,
-        )
+        kwargs = fold("NpzReader", NpzReader.__init__, locals(), deprecated)
         self._setup(source, None, **kwargs)
 
     def _setup(

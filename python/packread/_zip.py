@@ -114,22 +114,7 @@ class ZipReader(ArrayReader):
         max_open_shards: int | None = None,
         **deprecated: Any,
     ) -> None:
-        kwargs = fold(
-            "ZipReader",
-            ZipReader.__init__,
-            {
-                "members": members,
-                "dtype": dtype,
-                "shape": shape,
-                "verify_crc": verify_crc,
-                "num_threads": num_threads,
-                "remote": remote,
-                "limits": limits,
-                "shard_index": shard_index,
-                "max_open_shards": max_open_shards,
-            },
-            deprecated,
-        )
+        kwargs = fold("ZipReader", ZipReader.__init__, locals(), deprecated)
         self._setup(source, None, **kwargs)
 
     def _setup(

@@ -22,24 +22,11 @@ from packread.errors import (
     MissingKeyError,
     PackreadTypeError,
 )
-from support.formats import Case, same, write_all
+from support.formats import CASE_NAMES, Case, same, write_all
 from support.helpers import in_child
 
 #: Every case of the shared format matrix (support/formats.py), images included.
-CASES = [
-    "npy",
-    "zip_raw",
-    "zip_npy",
-    "npz",
-    "h5",
-    "h5_lzf",
-    "h5_shards",
-    "zip_shards",
-    "img_zip",
-    "img_tree",
-    "img_h5",
-    "img_shards",
-]
+CASES = CASE_NAMES
 
 
 @pytest.fixture(scope="module")

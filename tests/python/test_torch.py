@@ -17,7 +17,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 import packread
 from packread.errors import HDF5Error, InvalidArgumentError, PackreadOSError, PackreadTypeError
 from packread.torch import PackDataset, PackMapDataset, open_reader
-from support.formats import Case, N, same, write_all
+from support.formats import CASE_NAMES, Case, N, same, write_all
 from support.torchdata import (
     StatefulDataLoader,
     needs_stateful_dataloader,
@@ -28,20 +28,7 @@ from support.torchdata import (
 )
 
 #: Every case of the shared format matrix (support/formats.py), images included.
-FORMATS = [
-    "npy",
-    "zip_raw",
-    "zip_npy",
-    "npz",
-    "h5",
-    "h5_lzf",
-    "h5_shards",
-    "zip_shards",
-    "img_zip",
-    "img_tree",
-    "img_h5",
-    "img_shards",
-]
+FORMATS = CASE_NAMES
 
 
 @pytest.fixture(scope="module")

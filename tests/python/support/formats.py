@@ -21,6 +21,21 @@ import packread
 #: Samples per dataset: divisible by none of the batch sizes, worker or rank counts used.
 N = 37
 SHAPE = (2, 5, 7)
+#: Every case :func:`write_all` writes: the shared format matrix, images included.
+CASE_NAMES = [
+    "npy",
+    "zip_raw",
+    "zip_npy",
+    "npz",
+    "h5",
+    "h5_lzf",
+    "h5_shards",
+    "zip_shards",
+    "img_zip",
+    "img_tree",
+    "img_h5",
+    "img_shards",
+]
 #: How the HDF5 case's samples split into shards (one empty): sums to N.
 SHARD_SIZES = (1, 7, 0, 26, 3)
 
