@@ -6,6 +6,7 @@ member bytes and in-memory NPZ, and proof that a batch releases the GIL."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import os
 import pickle
@@ -492,6 +493,9 @@ def test_fork_while_a_thread_holds_libhdf5(tmp_path, child):
     # storage whose file is a FIFO: libhdf5 blocks opening it, holding its lock) for the whole
     # time the child runs. The child must not need that lock, or must not hang on it: reads
     # that need libhdf5 (compact data, opening a reader) fail with a clear HDF5Error instead.
+    # Earlier tests' garbage freed now: a reader collected while the FIFO read holds libhdf5
+    # goes to packread's reaper thread, which would then wait on that lock across the fork.
+    gc.collect()
     case = write_layouts(str(tmp_path))
     path = case.source
     ext = tmp_path / "external.bin"

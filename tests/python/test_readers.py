@@ -249,10 +249,6 @@ def blocked(tmp_path):
     with h5py.File(path, "w") as f:
         f.create_dataset("x", data=data, external=[(str(ext), 0, h5py.h5f.UNLIMITED)])
         f["native"] = data
-    # Readers left in reference cycles by earlier tests (a traceback's frames hold them) close
-    # under libhdf5's global lock when the collector frees them: freed now, before a read holds
-    # that lock blocked on the FIFO, not by this test's gc.collect() while it does.
-    gc.collect()
     reader = packread.HDF5Reader(path, "x", num_threads=1)
     assert reader["x"].read_path.startswith("libhdf5")
     saved = ext.read_bytes()
@@ -359,6 +355,29 @@ def test_dropping_unfinished_handles_is_safe(blocked):
     while sys.getrefcount(out) > base:  # released once the read ended (on the next GIL use)
         assert time.monotonic() < deadline, "the finished read still holds out="
         time.sleep(0.01)
+
+
+def test_a_reader_collected_while_libhdf5_is_blocked_does_not_wait(blocked, tmp_path):
+    # A reader freed by the garbage collector closes its libhdf5 file under libhdf5's lock;
+    # while another read holds that lock (blocked on a FIFO whose writer is this thread), the
+    # collecting thread waited forever. It hands the reader to packread's reaper instead.
+    import h5py
+
+    reader, _, release = blocked
+    with h5py.File(tmp_path / "other.h5", "w") as f:
+        f["y"] = np.arange(4.0)
+    other = packread.HDF5Reader(tmp_path / "other.h5")
+    other.cycle = other  # freed only by the collector
+    del other
+    pending = reader.batch_async([1])
+    wait_until_blocked()
+    collector = threading.Thread(target=gc.collect, daemon=True)
+    collector.start()
+    collector.join(10)
+    assert not collector.is_alive(), "collecting a reader waited on libhdf5's lock"
+    release()
+    with pytest.raises(packread.HDF5Error):
+        pending.result(timeout=30)
 
 
 def test_many_threads_wait_on_one_handle(make_samples):

@@ -182,3 +182,9 @@ impl Hdf5File {
         })
     }
 }
+
+/// Whether a thread holds libhdf5's global lock now (a call inside the library, which may
+/// block for as long as the file system does: an external data file on a FIFO, a slow mount).
+pub fn busy() -> bool {
+    hdf5_sys::LOCK.is_locked()
+}

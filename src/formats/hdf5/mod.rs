@@ -9,6 +9,7 @@ mod driver;
 mod filters;
 mod handle;
 mod library;
+pub use library::busy as library_busy;
 mod meta;
 mod plan;
 mod select;
