@@ -56,8 +56,8 @@ impl Reader {
     }
 }
 
-/// How a ragged array's samples are presented in Python.
-fn kind_name(kind: RaggedKind) -> &'static str {
+/// How a ragged array's samples are presented in Python (and named in a shards' state).
+pub(super) fn kind_name(kind: RaggedKind) -> &'static str {
     match kind {
         RaggedKind::Values => "array",
         RaggedKind::Bytes => "bytes",

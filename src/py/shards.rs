@@ -11,6 +11,7 @@ use pyo3::types::{PyDict, PyList};
 
 use super::detached::Detached;
 use super::errors::{invalid_argument, IntoPyResult};
+use super::reader::kind_name;
 use super::reader::Reader;
 use crate::batch::shards::Shards;
 use crate::batch::{ArraySpec, Batches, Ragged, RaggedKind};
@@ -33,15 +34,6 @@ pub struct ShardSet {
     options: Arc<Options>,
     logs: Arc<Mutex<Vec<(usize, ErrorLog)>>>,
     reader: Py<Reader>,
-}
-
-fn kind_name(kind: RaggedKind) -> &'static str {
-    match kind {
-        RaggedKind::Values => "array",
-        RaggedKind::Bytes => "bytes",
-        RaggedKind::Text => "unicode",
-        RaggedKind::Images => "images",
-    }
 }
 
 fn kind_of(name: &str) -> Option<RaggedKind> {
