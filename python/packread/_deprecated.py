@@ -98,3 +98,16 @@ def fold(
             values["data_cache"] = False
         out[group] = _GROUPS[group](**values)
     return out
+
+
+class SampleKeys:
+    """``keys()`` as :class:`~packread.NpyReader` and :class:`~packread.ZipReader` had it:
+    the samples' names (with a ``DeprecationWarning``); in the next release ``keys()`` names
+    the arrays a batch holds, as on every reader."""
+
+    def keys(self) -> list[str]:
+        warn(
+            f"{type(self).__name__}.keys() names the samples",
+            "names() (keys() will name the arrays a batch holds)",
+        )
+        return self.names()  # type: ignore[attr-defined,no-any-return]

@@ -11,7 +11,7 @@ import numpy as np
 
 from . import _packread
 from ._common import byte_view, check_num_threads
-from ._deprecated import fold, warn
+from ._deprecated import SampleKeys, fold
 from ._options import DEFAULT_MAX_HEADER_SIZE, Limits, Remote
 from ._reader import ArrayReader
 from ._registry import Format, register
@@ -86,7 +86,7 @@ def npy_files(src: Source) -> list[str]:
     )
 
 
-class NpyReader(ArrayReader):
+class NpyReader(SampleKeys, ArrayReader):
     """Many ``.npy`` files of the same shape and dtype, one sample each, read as batches.
 
     ``source`` is a list of files, a folder (its ``*.npy`` files, sorted) or a glob pattern
@@ -145,22 +145,6 @@ class NpyReader(ArrayReader):
 
     def _state(self) -> Any:
         return getattr(self, "_stamps", None)
-
-    def keys(self) -> list[str]:  # type: ignore[override]
-        """Deprecated: the samples' names, as :meth:`names` (with a ``DeprecationWarning``);
-        in the next release ``keys()`` names the arrays a batch holds, as on every reader.
-
-        >>> import warnings
-        >>> with warnings.catch_warnings():
-        ...     warnings.simplefilter("ignore", DeprecationWarning)
-        ...     NpyReader("data/train/").keys() == NpyReader("data/train/").names()
-        True
-        """
-        warn(
-            f"{type(self).__name__}.keys() names the samples",
-            "names() (keys() will name the arrays a batch holds)",
-        )
-        return self.names()
 
     def names(self) -> list[str]:
         """The samples' names: their files' paths, in sample order.

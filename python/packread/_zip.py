@@ -10,7 +10,7 @@ import numpy as np
 
 from . import _packread
 from ._common import Indices, PendingBatch, check_num_threads
-from ._deprecated import fold, warn
+from ._deprecated import SampleKeys, fold, warn
 from ._hdf5 import in_place
 from ._options import Limits, Remote
 from ._reader import ArrayReader, Out
@@ -74,7 +74,7 @@ class ZipMemberInfo(NamedTuple):
     crc32: int
 
 
-class ZipReader(ArrayReader):
+class ZipReader(SampleKeys, ArrayReader):
     """Members of ZIP archives as samples, read in parallel with the GIL released.
 
     ``source`` is an archive (a path, a URL, bytes), or many: a list or
@@ -190,22 +190,6 @@ class ZipReader(ArrayReader):
     def path(self) -> str:
         """The archive's path (the first archive's, for a reader of several)."""
         return self._paths[0]
-
-    def keys(self) -> list[str]:  # type: ignore[override]
-        """Deprecated: the samples' names, as :meth:`names` (with a ``DeprecationWarning``);
-        in the next release ``keys()`` names the arrays a batch holds, as on every reader.
-
-        >>> import warnings
-        >>> with warnings.catch_warnings():
-        ...     warnings.simplefilter("ignore", DeprecationWarning)
-        ...     ZipReader("train.zip").keys() == ZipReader("train.zip").names()
-        True
-        """
-        warn(
-            f"{type(self).__name__}.keys() names the samples",
-            "names() (keys() will name the arrays a batch holds)",
-        )
-        return self.names()
 
     def names(self) -> list[str]:
         """The samples' names: the selected members' names, in sample order (of several
