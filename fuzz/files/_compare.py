@@ -328,6 +328,22 @@ def judge_npz(op: dict[str, Any], ref: dict[str, Any]) -> Verdict:
             if diff is not None:
                 verdicts.append((diff[0], f"{key}: {diff[1]}"))
         return _worst(verdicts)
+    if needs[0] == "rows":  # rows of the archive's arrays: each key's rows, numpy-indexed
+        keys, rows = needs[1], needs[2]
+        arrays = {k: ref.get("values", {}).get(k) for k in keys}
+        ref_ok = not ref.get("open_error") and all(
+            isinstance(v, np.ndarray) and v.ndim >= 1 for v in arrays.values()
+        )
+        if "error" in op:
+            return _refused(op["error"], ref_ok)
+        if not ref_ok:
+            return REF_REFUSED, _npz_why(ref)
+        verdicts = []
+        for key, want in arrays.items():
+            key_diff = array_difference(op["value"].get(key), np.ascontiguousarray(want[rows]))
+            if key_diff is not None:
+                verdicts.append((FAIL_MISMATCH, f"{key}: {key_diff}"))
+        return _worst(verdicts)
     keys, repeat = needs[1], needs[2]
     wants = {k: ref.get("values", {}).get(k) for k in keys}
     ref_ok = not ref.get("open_error") and all(isinstance(v, np.ndarray) for v in wants.values())
@@ -349,7 +365,10 @@ def judge_npy(op: dict[str, Any], ref: dict[str, Any]) -> Verdict:
         return _refused(op["error"], not ref.get("open_error") and isinstance(want, np.ndarray))
     if ref.get("open_error") or not isinstance(want, np.ndarray):
         return REF_REFUSED, _says(ref.get("open_error"))
-    if op["needs"][0] == "stack":
+    if op["needs"][0] == "rows":  # rows of the array, numpy-indexed
+        got = op["value"]
+        diff = array_difference(got["value"], np.ascontiguousarray(want[got["rows"]]))
+    elif op["needs"][0] == "stack":
         diff = array_difference(op["value"], np.stack([want] * op["needs"][1]))
     else:
         diff = array_difference(op["value"], want, layout=True)

@@ -8,6 +8,7 @@ Only numpy and packread are imported here: no other HDF5 library shares the proc
 
 from __future__ import annotations
 
+import io
 import random
 import sys
 import time
@@ -91,6 +92,8 @@ def read_hdf5(path: str, plan: dict[str, Any]) -> list[Op]:
     def open_reader(names: str | list[str] | None = None, **kw: Any) -> packread.HDF5Reader:
         if via == "bytes":
             return packread.HDF5Reader(Path(path).read_bytes(), names, **kw)
+        if via == "file object":  # the core's file-object source: seek/readinto under the GIL
+            return packread.HDF5Reader(io.BytesIO(Path(path).read_bytes()), names, **kw)
         return packread.HDF5Reader(path, names, in_memory=via == "in_memory", **kw)
 
     r = _attempt(ops, f"HDF5Reader({via})", "open", ("all",), open_reader)
@@ -156,7 +159,9 @@ def read_hdf5(path: str, plan: dict[str, Any]) -> list[Op]:
 
 def read_zip(path: str, plan: dict[str, Any]) -> list[Op]:
     ops: list[Op] = []
-    z = _attempt(ops, "ZipReader(path)", "open", ("all",), lambda: packread.ZipReader(path))
+    via = plan.get("via", "path")
+    source: Any = io.BytesIO(Path(path).read_bytes()) if via == "file object" else path
+    z = _attempt(ops, f"ZipReader({via})", "open", ("all",), lambda: packread.ZipReader(source))
     if z is None:
         return ops
     ops[-1]["value"] = None
@@ -186,11 +191,60 @@ def read_zip(path: str, plan: dict[str, Any]) -> list[Op]:
 # NPZ
 
 
+def _has_rows(arr: Any) -> bool:
+    """Whether packread reads ``arr``'s rows: at least 1-d, and C order (or one dimension)."""
+    return isinstance(arr, np.ndarray) and arr.ndim >= 1 and bool(arr.flags.c_contiguous)
+
+
+def _rows_possible_npz(data: bytes) -> bool:
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            infos = [i for i in z.infolist() if i.filename.endswith(".npy")]
+            if any(i.compress_type != zipfile.ZIP_STORED for i in infos) or not infos:
+                return False
+        loaded = packread.load_npz(data)
+    except Exception:
+        return True
+    arrays = [v for k, v in loaded.items()]
+    return all(_has_rows(a) for a in arrays) and len({len(a) for a in arrays}) == 1
+
+
 def read_npz(path: str, plan: dict[str, Any]) -> list[Op]:
     ops: list[Op] = []
     data = Path(path).read_bytes()
     _attempt(ops, "load_npz(path)", "load", ("all",), lambda: packread.load_npz(path))
     _attempt(ops, "load_npz(bytes)", "load", ("all",), lambda: packread.load_npz(data))
+    _attempt(
+        ops,
+        "load_npz(file object)",
+        "load",
+        ("all",),
+        lambda: packread.load_npz(io.BytesIO(data)),
+    )
+    # The rows of the archive's stored arrays, through a file object: where every array can
+    # have rows (stored, C order, at least 1-d; else packread refuses by design), or where
+    # zipfile cannot tell (a damaged archive: whatever packread does is judged).
+    if _rows_possible_npz(data):
+        rows = _attempt(
+            ops,
+            "NpzReader(file object)",
+            "open",
+            ("all",),
+            lambda: packread.NpzReader(io.BytesIO(data)),
+        )
+        if rows is not None:
+            ops[-1]["value"] = None
+            n = len(rows)
+            idx = _indices(random.Random(plan["rng"]), min(n, CAP_ROWS))
+            _attempt(
+                ops,
+                f"NpzReader(file object).batch({idx})",
+                "rows",
+                ("rows", rows.keys(), _rows(idx, n)),
+                partial(rows.batch, idx),
+            )
     reader = _attempt(
         ops, "NpzReader([path])", "open", ("all",), lambda: packread.NpzReader([path])
     )
@@ -220,6 +274,26 @@ def read_npy(path: str, plan: dict[str, Any]) -> list[Op]:
     _attempt(ops, "load_npy(unaligned)", "load", ("all",), lambda: packread.load_npy(shifted))
     _attempt(
         ops,
+        "load_npy(file object)",
+        "load",
+        ("all",),
+        lambda: packread.load_npy(io.BytesIO(data)),
+    )
+
+    def rows() -> Any:  # the array's rows, read through a file object
+        reader = packread.NpyReader(io.BytesIO(data))
+        n = len(reader)
+        idx = _indices(random.Random(plan["rng"]), min(n, CAP_ROWS))
+        return {"rows": _rows(idx, n), "value": reader.batch(idx)}
+
+    try:
+        whole = packread.load_npy(data)
+    except Exception:
+        whole = None
+    if whole is None or _has_rows(whole):
+        _attempt(ops, "NpyReader(file object).batch(...)", "rows", ("rows",), rows)
+    _attempt(
+        ops,
         "NpyReader([path]).batch([0, -1, 0])",
         "stack",
         ("stack", 3),
@@ -247,6 +321,7 @@ def read_images(path: str, plan: dict[str, Any]) -> list[Op]:
         "zip": (f"{folder}/between.zip", {}),
         "tree": (f"{folder}/tree", {}),
         "rows": (f"{folder}/rows.h5", {"dataset": "images"}),
+        "zip file object": (f"{folder}/between.zip", {}),
     }
     for mode, options in IMAGE_MODES.items():
         kw = {"num_threads": 1, **options}
@@ -263,6 +338,8 @@ def read_images(path: str, plan: dict[str, Any]) -> list[Op]:
             )
         for name, (src, extra) in sources.items():
             labels = {"arrays": "images"} if name == "tree" else {"labels": False}
+            if name == "zip file object":
+                src = io.BytesIO(Path(src).read_bytes())  # type: ignore[assignment]
             reader = _attempt(
                 ops,
                 f"{mode}: ImageReader({name})",

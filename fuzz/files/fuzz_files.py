@@ -57,10 +57,15 @@ KEEP_DIFFERENCES = 3
 
 def _plan(fmt: str, rng: random.Random) -> dict[str, Any]:
     """How packread is called on this input: the index lists' seed and, for HDF5, whether the
-    file is read from its path, with ``in_memory=True`` or from bytes."""
+    file is read from its path, with ``in_memory=True``, from bytes or a file object; for ZIP,
+    from its path or a file object."""
     plan: dict[str, Any] = {"rng": rng.getrandbits(32)}
     if fmt in ("hdf5", "pytables"):
-        plan["via"] = rng.choices(("path", "in_memory", "bytes"), weights=(70, 15, 15))[0]
+        plan["via"] = rng.choices(
+            ("path", "in_memory", "bytes", "file object"), weights=(60, 15, 10, 15)
+        )[0]
+    if fmt == "zip":
+        plan["via"] = rng.choices(("path", "file object"), weights=(75, 25))[0]
     return plan
 
 

@@ -103,9 +103,12 @@ def fold(
 class SampleKeys:
     """``keys()`` as :class:`~packread.NpyReader` and :class:`~packread.ZipReader` had it:
     the samples' names (with a ``DeprecationWarning``); in the next release ``keys()`` names
-    the arrays a batch holds, as on every reader."""
+    the arrays a batch holds, as on every reader. A reader whose samples have no names (rows
+    of an array, new in this release) names its arrays already."""
 
     def keys(self) -> list[str]:
+        if self.names() is None:  # type: ignore[attr-defined]
+            return super().keys()  # type: ignore[misc,no-any-return]
         warn(
             f"{type(self).__name__}.keys() names the samples",
             "names() (keys() will name the arrays a batch holds)",

@@ -9,13 +9,13 @@ from typing import Any
 import numpy as np
 
 from . import _packread
-from ._common import Indices, as_indices, byte_view, check_num_threads
+from ._common import Indices, as_indices, check_num_threads
 from ._deprecated import fold
 from ._options import Remote
 from ._reader import ArrayInfo, ArrayReader, Out, check_ragged, ragged_values
 from ._registry import Format, register
 from ._remote import open_remote
-from ._sources import BYTES, FILE_OBJECT, FOLDER, MAPPING, OBJECT, URL, Source, classify
+from ._sources import FOLDER, MAPPING, OBJECT, URL, classify, in_place
 from .errors import (
     InvalidArgumentError,
     MissingKeyError,
@@ -61,21 +61,6 @@ def _attr_value(raw: tuple[Any, ...]) -> Any:
     if text:  # a UTF-8 fixed-length string PyTables reads as str
         arr = np.char.decode(arr, "utf-8")
     return arr[()] if scalar else arr
-
-
-def in_place(source: Source) -> Any:
-    """What the extension reads a one-file source from: a path, an opened object, ``bytes``
-    as they are, any other bytes-like object as a zero-copy ``uint8`` view. A binary file
-    object is refused, saying what to do: the extension cannot read one yet."""
-    if source.kind == FILE_OBJECT:
-        raise UnsupportedError(
-            f"{source.name}: packread does not read binary file objects yet; pass its path, "
-            "or its bytes (f.read())"
-        )
-    if source.kind == BYTES:
-        value = source.value
-        return value if isinstance(value, bytes) else byte_view(value, "source")
-    return source.value
 
 
 class HDF5Dataset:

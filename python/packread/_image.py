@@ -14,7 +14,7 @@ import numpy as np
 from . import _packread
 from ._common import check_num_threads
 from ._deprecated import GROUPED, fold
-from ._hdf5 import HDF5_SUFFIXES, in_place
+from ._hdf5 import HDF5_SUFFIXES
 from ._options import DEFAULT_MAX_IMAGE_BYTES, ImageDecode, Limits, Remote
 from ._reader import ArrayReader, check_ragged
 from ._registry import Format, head_of, register
@@ -30,6 +30,7 @@ from ._sources import (
     URL,
     Source,
     classify,
+    in_place,
 )
 from ._zip import is_zip, members_option
 from .errors import InvalidArgumentError, PackreadError, UnsupportedError

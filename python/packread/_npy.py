@@ -14,12 +14,15 @@ from ._common import byte_view, check_num_threads
 from ._deprecated import SampleKeys, fold
 from ._options import DEFAULT_MAX_HEADER_SIZE, Limits, Remote
 from ._reader import ArrayReader
-from ._registry import Format, register
-from ._remote import is_url
-from ._sources import FILE, FILES, FOLDER, URL, Source, classify, folder_files
+from ._registry import Format, head_of, register
+from ._remote import is_url, open_remote
+from ._sources import FILES, FOLDER, MAPPING, URL, Source, classify, folder_files, in_place
 from .errors import InvalidArgumentError
 
 BytesLike = Union[bytes, bytearray, memoryview, np.ndarray]
+
+#: What the array of a reader of one array (rows of one ``.npy``, or files) is named.
+ARRAY_NAME = "data"
 
 #: The NPY magic string.
 NPY_MAGIC = b"\x93NUMPY"
@@ -79,22 +82,42 @@ def npy_files(src: Source) -> list[str]:
         return folder_files(src.value, ".npy")
     if src.kind == FILES:
         return list(src.value)
-    if src.kind in (FILE, URL):
-        return [src.value]
     raise InvalidArgumentError(
         f"{src.name}: NpyReader reads .npy files (a folder, glob or list of them), not a {src.kind}"
     )
 
 
+def row_source(src: Source, remote: Remote) -> Any:
+    """What the extension reads one array's rows from: a path, an opened object (a URL opened
+    here), bytes as they are or as a ``uint8`` view, a binary file object."""
+    if src.kind == URL:
+        return open_remote(src.value, remote)
+    if src.kind == FOLDER:
+        raise InvalidArgumentError(f"{src.name}: a folder, not one .npy file")
+    if src.kind in (FILES, MAPPING):
+        raise InvalidArgumentError(f"{src.name}: a mapping names one .npy file by array")
+    return in_place(src)
+
+
 class NpyReader(SampleKeys, ArrayReader):
-    """Many ``.npy`` files of the same shape and dtype, one sample each, read as batches.
+    """``.npy`` arrays read as batches, in one of two layouts, told apart by the source:
 
-    ``source`` is a list of files, a folder (its ``*.npy`` files, sorted) or a glob pattern
-    (sorted), of local paths or URLs. Headers are read and checked once, here (objects: each
-    by one request for its head, many in flight). ``num_threads`` gives the reader a pool of
-    its own (default: packread's shared pool). Pickles by source.
+    * **Rows of one array** (``numpy.load(path, mmap_mode="r")[idx]``): one ``.npy`` (a path,
+      a URL, bytes or a binary file object) whose first axis is the samples; or a mapping
+      ``{"x": "X.npy", "y": "y.npy"}`` of arrays of equal length, read together (a batch is
+      then a dict). Sample ``i`` is row ``i``.
+    * **One file a sample**: a folder (its ``*.npy`` files, sorted), a glob (sorted) or a list
+      of same-shape files, local or URLs.
 
-    >>> r = NpyReader("data/train/")
+    A single file is always rows; several files are always one sample each (a list of one
+    file is a dataset of one sample). Headers are read and checked once, here. The rows of
+    a batch are read in parallel straight into the output (rows next to each other in one
+    read). ``num_threads`` gives the reader a pool of its own (default: packread's shared
+    pool). Pickles by source.
+
+    >>> NpyReader("X.npy").batch([3, 17, 42]).shape  # rows of one array
+    (3, 32)
+    >>> r = NpyReader("data/train/")  # one sample per file
     >>> r.batch([3, 17, 42]).shape == (3, *r.shape)
     True
     """
@@ -132,7 +155,22 @@ class NpyReader(SampleKeys, ArrayReader):
             **limits._binding(),
             **remote._binding(),
         }
+        self._source = source
         src = classify(source, remote)
+        #: Whether samples are rows of arrays (else one file each).
+        self.rows = src.kind not in (FOLDER, FILES)
+        if self.rows:
+            named = (
+                {str(k): classify(v, remote) for k, v in src.value.items()}
+                if src.kind == MAPPING
+                else {ARRAY_NAME: src}
+            )
+            self._paths = [s.name for s in named.values()]
+            pairs = [(k, row_source(s, remote)) for k, s in named.items()]
+            self._bind(_packread.open_npy_rows(pairs, options))
+            if src.kind == MAPPING:
+                self._choose(None)
+            return
         self._paths = npy_files(src)
         self._source = self._paths
         if not any(is_url(p) for p in self._paths):
@@ -146,26 +184,47 @@ class NpyReader(SampleKeys, ArrayReader):
     def _state(self) -> Any:
         return getattr(self, "_stamps", None)
 
-    def names(self) -> list[str]:
-        """The samples' names: their files' paths, in sample order.
+    def names(self) -> list[str] | None:
+        """The samples' names: their files' paths, in sample order; ``None`` for rows of an
+        array (rows have no names).
 
         >>> NpyReader("data/train/").names()[0]
         'data/train/000.npy'
         """
-        return self.paths
+        return None if self.rows else self.paths
+
+    def _describe(self) -> str:
+        if getattr(self, "rows", False) and len(self._paths) > 1:
+            return f"{self._paths[0]} (and {len(self._paths) - 1} more arrays)"
+        return super()._describe()
 
     def __repr__(self) -> str:
         if self.closed:
             return f"<closed {type(self).__name__}>"
+        if self.rows:
+            return f"NpyReader({self._describe()!r}, {len(self)} rows, keys={self.keys()})"
         return f"NpyReader({len(self)} files, shape={self.shape}, dtype={self.dtype})"
 
 
 def _claims(src: Source, options: dict[str, Any]) -> bool:
-    """A folder holding ``.npy`` files (and no ``.npz``)."""
+    """A folder holding ``.npy`` files (and no ``.npz``), or a mapping of ``.npy`` sources
+    (rows of arrays read together)."""
+    if src.kind == MAPPING:
+        return all(_is_npy_source(classify(v)) for v in src.value.values())
     if src.kind != FOLDER:
         return False
     names = os.listdir(src.value)
     return any(n.endswith(".npy") for n in names) and not any(n.endswith(".npz") for n in names)
+
+
+def _is_npy_source(src: Source) -> bool:
+    """Whether one source is an ``.npy`` file: by its name's suffix, else its first bytes."""
+    if src.kind in (FOLDER, FILES, MAPPING):
+        return False
+    if src.name.lower().endswith(".npy"):
+        return True
+    head = head_of(src)
+    return head is not None and is_npy(head)
 
 
 register(

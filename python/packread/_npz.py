@@ -14,9 +14,10 @@ from ._npy import BytesLike
 from ._options import Limits, Remote
 from ._reader import ArrayReader, Out
 from ._registry import Format, register
-from ._sources import FILE, FILES, FOLDER, Source, classify, folder_files
+from ._remote import is_url, open_remote
+from ._sources import FILES, FOLDER, MAPPING, URL, Source, classify, folder_files, in_place
 from ._zip import DEFAULT_MAX_MEMBER_BYTES
-from .errors import InvalidArgumentError, MissingKeyError, PackreadTypeError
+from .errors import InvalidArgumentError, MissingKeyError, PackreadTypeError, UnsupportedError
 
 
 def load_npz(
@@ -50,23 +51,30 @@ def load_npz(
 
 def npz_files(src: Source) -> list[str]:
     """The files of a folder, glob or list of ``.npz`` files (one sample each)."""
-    if src.kind == FOLDER:
-        return folder_files(src.value, ".npz")
-    if src.kind == FILES:
-        return list(src.value)
-    if src.kind == FILE:
-        return [src.value]
-    raise InvalidArgumentError(
-        f"{src.name}: NpzReader reads .npz files (a folder, glob or list of them), not a {src.kind}"
-    )
+    paths = folder_files(src.value, ".npz") if src.kind == FOLDER else list(src.value)
+    if any(is_url(p) for p in paths):
+        raise UnsupportedError(
+            f"{src.name}: NpzReader reads many .npz files (one sample each) from local paths "
+            "only; one .npz object (its rows) opens from a URL"
+        )
+    return paths
 
 
 class NpzReader(ArrayReader):
-    """Many NPZ files with the same keys (one sample each), read as stacked batches.
+    """NPZ archives read as batches of their keys, in one of two layouts, told apart by the
+    source (as for :class:`NpyReader`):
 
-    ``source`` is a list of files, a folder (its ``*.npz`` files, sorted) or a glob pattern
-    (sorted). Keys, shapes and dtypes come from the first file; every other file is checked
-    against them when first read (a mismatch is a ``ValueError`` naming file and key).
+    * **Rows of one archive** (``numpy.savez(path, x=X, y=y)``): one ``.npz`` (a path, a URL,
+      bytes or a binary file object) whose arrays all have the same first axis, the samples;
+      sample ``i`` holds row ``i`` of each. Its members must be stored (``numpy.savez``, not
+      ``savez_compressed``: a compressed member's rows cannot be reached without inflating
+      all of it). A row is not checked against its member's CRC-32, which covers the whole
+      member.
+    * **One file a sample**: a list of files, a folder (its ``*.npz`` files, sorted) or a
+      glob pattern (sorted). Keys, shapes and dtypes come from the first file; every other
+      file is checked against them when first read (a mismatch is a ``ValueError`` naming
+      file and key).
+
     ``arrays`` selects the keys a batch holds (default: all of the first file's).
 
     >>> n = NpzReader("data/npz/")
@@ -85,6 +93,7 @@ class NpzReader(ArrayReader):
         arrays: str | Sequence[str] | None = None,
         verify_crc: bool = True,
         num_threads: int | None = None,
+        remote: Remote | dict[str, Any] | None = None,
         limits: Limits | None = None,
         **deprecated: Any,
     ) -> None:
@@ -98,9 +107,10 @@ class NpzReader(ArrayReader):
         arrays: Any = None,
         verify_crc: bool = True,
         num_threads: int | None = None,
+        remote: Any = None,
         limits: Any = None,
     ) -> None:
-        limits = Limits._of(limits)
+        limits, remote = Limits._of(limits), Remote._of(remote)
         if arrays is not None and not isinstance(arrays, str):
             arrays = list(arrays)
             if any(not isinstance(k, str) for k in arrays):
@@ -109,6 +119,7 @@ class NpzReader(ArrayReader):
             "arrays": arrays,
             "verify_crc": bool(verify_crc),
             "num_threads": check_num_threads(num_threads),
+            "remote": remote,
             "limits": limits,
         }
         options = {
@@ -116,21 +127,32 @@ class NpzReader(ArrayReader):
             "num_threads": self._kwargs["num_threads"],
             **limits._binding(DEFAULT_MAX_MEMBER_BYTES),
         }
-        src = classify(source, Remote())
+        src = classify(source, remote)
         self._source = source
-        self._paths = npz_files(src)
-        self._bind(_packread.open_npz(self._paths, options))
+        #: Whether samples are rows of one archive's arrays (else one file each).
+        self.rows = src.kind not in (FOLDER, FILES)
+        if self.rows:
+            if src.kind == MAPPING:
+                raise InvalidArgumentError(f"{src.name}: a mapping, not one .npz archive")
+            target = open_remote(src.value, remote) if src.kind == URL else in_place(src)
+            keys = [arrays] if isinstance(arrays, str) else arrays
+            self._paths = [src.name]
+            self._bind(_packread.open_npz_rows(target, keys, options))
+        else:
+            self._paths = npz_files(src)
+            self._bind(_packread.open_npz(self._paths, options))
         self._choose(arrays)
         if arrays is None:
             self._single = False
 
-    def names(self) -> list[str]:
-        """The samples' names: their files' paths, in sample order.
+    def names(self) -> list[str] | None:
+        """The samples' names: their files' paths, in sample order; ``None`` for rows of one
+        archive.
 
         >>> NpzReader("data/npz/").names()[0]
         'data/npz/000.npz'
         """
-        return self.paths
+        return None if self.rows else self.paths
 
     def batch_async(
         self, idx: Any, *, out: Out = None, epoch: int = 0, keys: Sequence[str] | None = None
@@ -171,7 +193,8 @@ class NpzReader(ArrayReader):
         shapes = ", ".join(
             f"{k}: {a.shape} {a.dtype}" for k, a in self._arrays.items() if k in self._chosen
         )
-        return f"NpzReader({len(self)} files, {{{shapes}}})"
+        what = "rows" if self.rows else "files"
+        return f"NpzReader({len(self)} {what}, {{{shapes}}})"
 
 
 def _claims(src: Source, options: dict[str, Any]) -> bool:

@@ -49,8 +49,11 @@ def open(source: Source, *, format: str | None = None, **options: Any) -> BatchR
       option is given (``decode=``, ``labels=``, ``images=``...), an
       :class:`~packread.ImageReader`;
     - a folder of class folders (``ImageFolder``): an :class:`~packread.ImageReader`;
-    - a folder, glob or list of ``.npy`` files: :class:`~packread.NpyReader`; of ``.npz``
-      files: :class:`~packread.NpzReader` (``arrays``: keys).
+    - one ``.npy`` file, or a mapping ``{"x": "X.npy", "y": "y.npy"}``: the rows of its
+      arrays (:class:`~packread.NpyReader`); one ``.npz`` file: the rows of its stored
+      arrays (:class:`~packread.NpzReader`, ``arrays``: keys);
+    - a folder, glob or list of ``.npy`` files: :class:`~packread.NpyReader`, one sample a
+      file; of ``.npz`` files: :class:`~packread.NpzReader`.
 
     A list or glob of HDF5 files or archives is one reader over their concatenated samples
     (``reader.shards``). A file with another suffix is recognised by its first bytes. A reader

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ._common import byte_view
 from ._options import Remote
 from ._remote import is_remote, is_url, remote_glob, url_has_glob
 from .errors import InvalidArgumentError, PackreadFileNotFoundError, PackreadTypeError
@@ -127,6 +128,16 @@ def classify(source: Any, remote: Remote | None = None) -> Source:
         "source must be a path, a URL, a list or glob of files, bytes, a binary file object "
         f"or a reader, not {type(source).__name__}"
     )
+
+
+def in_place(source: Source) -> Any:
+    """What the extension reads a one-file source from: a path, an opened object, a binary
+    file object (read through its ``seek``/``readinto``), ``bytes`` as they are, any other
+    bytes-like object as a zero-copy ``uint8`` view."""
+    if source.kind == BYTES:
+        value = source.value
+        return value if isinstance(value, bytes) else byte_view(value, "source")
+    return source.value
 
 
 def folder_files(folder: str, suffix: str) -> list[str]:

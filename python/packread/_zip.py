@@ -11,12 +11,11 @@ import numpy as np
 from . import _packread
 from ._common import Indices, PendingBatch, check_num_threads
 from ._deprecated import SampleKeys, fold, warn
-from ._hdf5 import in_place
 from ._options import Limits, Remote
 from ._reader import ArrayReader, Out
 from ._registry import Format, register
 from ._remote import open_remote
-from ._sources import FOLDER, MAPPING, OBJECT, URL, classify
+from ._sources import FOLDER, MAPPING, OBJECT, URL, classify, in_place
 from .errors import (
     IndexOutOfRangeError,
     InvalidArgumentError,

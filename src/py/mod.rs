@@ -5,6 +5,7 @@ mod array;
 mod buffers;
 mod detached;
 mod errors;
+mod file_object;
 mod hdf5;
 mod image;
 mod npy;

@@ -12,7 +12,7 @@ use super::errors::IntoPyResult;
 use super::options::Dict;
 use super::reader::Reader;
 use super::source::{opening, source_of};
-use crate::formats::npy::{self, Limits, NpyIndex};
+use crate::formats::npy::{self, Limits, NpyIndex, NpyRows};
 use crate::source::Source;
 
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -20,6 +20,7 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_npy_buffer, m)?)?;
     m.add_function(wrap_pyfunction!(open_npy, m)?)?;
     m.add_function(wrap_pyfunction!(open_npy_remote, m)?)?;
+    m.add_function(wrap_pyfunction!(open_npy_rows, m)?)?;
     Ok(())
 }
 
@@ -142,4 +143,32 @@ fn open_npy_remote(
         Ok::<_, crate::error::Error>((NpyIndex::open(sources, &limits, num_threads)?, stamps))
     })?;
     Ok((Reader::new(py, Arc::new(index))?, stamps))
+}
+
+/// The rows of one or more `.npy` arrays of equal length as a batch reader: sample `i` holds
+/// row `i` of each. `arrays` pairs each array's name with its source (a path, an opened
+/// object, a `uint8` view of bytes or a binary file object); headers are read here.
+#[pyfunction]
+fn open_npy_rows(
+    py: Python<'_>,
+    arrays: Vec<(String, Bound<'_, PyAny>)>,
+    options: &Bound<'_, PyAny>,
+) -> PyResult<Reader> {
+    let limits = limits(options)?;
+    let num_threads: Option<usize> = Dict::new(options)?.opt("num_threads")?;
+    let named = arrays
+        .iter()
+        .map(|(name, obj)| Ok((name.clone(), source_of(py, obj, "<bytes>")?)))
+        .collect::<PyResult<Vec<_>>>()?;
+    let Some((_, first)) = named.first() else {
+        return Err(super::errors::invalid_argument(
+            py,
+            "no arrays to read rows of",
+        ));
+    };
+    let first = first.clone();
+    let index = opening(py, &first, move || {
+        NpyRows::open(named, &limits, num_threads)
+    })?;
+    Reader::new(py, Arc::new(index))
 }

@@ -67,7 +67,8 @@ pub(super) fn array_source(
 }
 
 /// The source of `obj`: an opened object of object storage, a `uint8` view of a bytes-like
-/// object (read in place, named `bytes_name`), or a path (a local file, opened now).
+/// object (read in place, named `bytes_name`), a binary file object (read through its `seek`
+/// and `readinto`), or a path (a local file, opened now).
 pub(super) fn source_of(
     py: Python<'_>,
     obj: &Bound<'_, PyAny>,
@@ -88,11 +89,15 @@ pub(super) fn source_of(
     if let Ok(array) = obj.cast::<PyArray1<u8>>() {
         return array_source(py, array, bytes_name);
     }
+    let is_path = obj.is_instance_of::<pyo3::types::PyString>() || obj.hasattr("__fspath__")?;
+    if !is_path && obj.hasattr("seek")? && (obj.hasattr("readinto")? || obj.hasattr("read")?) {
+        return Ok(Arc::new(super::file_object::FileObject::open(py, obj)?));
+    }
     let path: PathBuf = obj.extract().map_err(|_| {
         invalid_argument(
             py,
             format!(
-                "expected a path, an opened object or a bytes-like object, not {}",
+                "expected a path, an opened object, a bytes-like object or a binary file object, not {}",
                 obj.get_type()
                     .name()
                     .map(|n| n.to_string())

@@ -15,12 +15,14 @@ use super::source::{array_source, opening, source_of};
 use crate::batch::pool;
 use crate::batch::tiling::resolve_indices;
 use crate::error::Error;
+use crate::formats::npy::NpyRows;
 use crate::formats::npz::{self, Content, NpzIndex};
 use crate::formats::zip::ZipIndex;
 
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ZipArchive>()?;
     m.add_function(wrap_pyfunction!(open_npz, m)?)?;
+    m.add_function(wrap_pyfunction!(open_npz_rows, m)?)?;
     m.add_function(wrap_pyfunction!(load_npz_file, m)?)?;
     m.add_function(wrap_pyfunction!(load_npz_buffer, m)?)?;
     Ok(())
@@ -170,6 +172,28 @@ fn open_npz(py: Python<'_>, paths: Vec<PathBuf>, options: &Bound<'_, PyAny>) -> 
     let index = py
         .detach(|| NpzIndex::open(paths, limits, num_threads))
         .py_err(py)?;
+    Reader::new(py, Arc::new(index))
+}
+
+/// The rows of the stored `.npy` members `keys` (all when `None`) of one NPZ archive (a path,
+/// an opened object, a `uint8` view of bytes or a binary file object) as a batch reader:
+/// sample `i` holds row `i` of each.
+#[pyfunction]
+fn open_npz_rows(
+    py: Python<'_>,
+    source: &Bound<'_, PyAny>,
+    keys: Option<Vec<String>>,
+    options: &Bound<'_, PyAny>,
+) -> PyResult<Reader> {
+    let d = Dict::new(options)?;
+    let limits = zip_limits(&d)?;
+    let num_threads: Option<usize> = d.opt("num_threads")?;
+    let source = source_of(py, source, "<bytes>")?;
+    let opened = source.clone();
+    let index = opening(py, &source, move || {
+        let zip = ZipIndex::open(opened, limits)?;
+        NpyRows::open_npz(zip, keys, num_threads)
+    })?;
     Reader::new(py, Arc::new(index))
 }
 

@@ -117,6 +117,7 @@ def example_files(tmp_path_factory):
             z.writestr(f"{i:02d}.png", buf.getvalue())
         z.writestr("dataset.json", json.dumps({"labels": {f"{i:02d}.png": i for i in range(4)}}))
     np.save(root / "sample.npy", rng.random((4, 8)))
+    np.save(root / "X.npy", rng.random((100, 32), dtype=np.float32))
     np.savez(root / "sample.npz", image=images[0], mask=images[0, 0] > 128)
     return root
 

@@ -24,14 +24,16 @@ def open_here(
 ) -> BatchReader:
     """The reader of ``source`` with ``options``, as :func:`packread.open` gives it; an option
     the format's reader does not take is blamed on ``where`` (the dataset, whose own
-    parameters ``own`` are suggested with the reader's for a misspelt name)."""
+    parameters ``own`` are suggested with the reader's for a misspelt name). ``format=`` names
+    the format, as for :func:`packread.open`."""
     if isinstance(source, BatchReader) and not isinstance(source, (str, os.PathLike)):
         if options:
             raise TypeError(
                 f"{where}() got reader options {sorted(options)}, but source is a reader already"
             )
         return source
-    fmt = resolve(source, None, options)
+    options = dict(options)
+    fmt = resolve(source, options.pop("format", None), options)
     check_options(fmt, options, where, own)
     return fmt.reader(source, **options)  # type: ignore[no-any-return]
 

@@ -2,6 +2,7 @@
 //! whole files read as `numpy.load` reads them. Headers are parsed by [`header`].
 
 pub mod header;
+mod rows;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::source::{FileList, Files, SingleFile, Source, StampedPath};
 
 pub use header::{header_end, parse_header, Limits, NpyHeader, DEFAULT_MAX_HEADER_BYTES, MAGIC};
+pub use rows::NpyRows;
 
 /// The name of an NPY reader's one array.
 pub const ARRAY_NAME: &str = "data";

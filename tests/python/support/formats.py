@@ -31,6 +31,9 @@ CASE_NAMES = [
     "h5_lzf",
     "h5_shards",
     "zip_shards",
+    "npy_rows",
+    "npy_rows_file",
+    "npz_rows",
     "img_zip",
     "img_tree",
     "img_h5",
@@ -57,15 +60,15 @@ class Case:
 
     def open(self) -> packread.BatchReader:
         src = self.source
-        if self.name.startswith("img"):  # the registry's choice, as a user would open it
+        if self.name.startswith("img") or "format" in self.options:  # as a user would open it
             reader = packread.open(src, **self.options)
-            assert type(reader) is packread.ImageReader
+            assert isinstance(reader, (packread.ImageReader, packread.NpzReader))
             return reader
         if self.name.startswith("h5"):
             return packread.HDF5Reader(src, self.datasets, **self.options)
         if self.name.startswith("zip"):
             return packread.ZipReader(src, **self.options)
-        if self.name == "npz":
+        if self.name.startswith("npz"):
             return packread.NpzReader(src, **self.options)
         return packread.NpyReader(src, **self.options)
 
@@ -242,6 +245,43 @@ def write_all(root: str) -> dict[str, Case]:
         os.path.join(root, "part*.zip"),
         options={"dtype": "<f4", "shape": SHAPE},
         reference=zip_shards_ref,
+    )
+
+    # Rows of whole arrays, the most common NumPy layout: X.npy and y.npy (np.save) whose first
+    # axis is the samples, read together; compared with np.load(mmap_mode="r")[rows].
+    x_path, y_path = os.path.join(root, "X.npy"), os.path.join(root, "y.npy")
+    np.save(x_path, _images(7, ">i2"))
+    np.save(y_path, np.arange(N, dtype="<u8") * 7)
+
+    def rows_ref(rows: list[int], x=x_path, y=y_path) -> dict[str, np.ndarray]:
+        return {
+            "x": np.load(x, mmap_mode="r")[rows].copy(),
+            "y": np.load(y, mmap_mode="r")[rows].copy(),
+        }
+
+    cases["npy_rows"] = Case("npy_rows", {"x": x_path, "y": y_path}, reference=rows_ref)
+
+    # The rows of one .npy through a Python binary file object (io.BytesIO: it pickles).
+    with open(x_path, "rb") as f:
+        x_bytes = f.read()
+    cases["npy_rows_file"] = Case(
+        "npy_rows_file",
+        io.BytesIO(x_bytes),
+        reference=lambda rows, x=x_path: np.load(x, mmap_mode="r")[rows].copy(),
+    )
+
+    # The rows of a stored NPZ's members (np.savez), from bytes in memory.
+    buf = io.BytesIO()
+    np.savez(buf, a=_images(8, "<f4"), b=np.arange(N, dtype="<i4")[::-1].copy())
+    npz_bytes = buf.getvalue()
+
+    def npz_rows_ref(rows: list[int], raw=npz_bytes) -> dict[str, np.ndarray]:
+        with np.load(io.BytesIO(raw)) as d:
+            return {k: d[k][rows] for k in ("a", "b")}
+
+    # Bytes of a ZIP say nothing of NPZ (a name would): the format is named.
+    cases["npz_rows"] = Case(
+        "npz_rows", npz_bytes, options={"format": "npz"}, reference=npz_rows_ref
     )
     cases.update(write_image_cases(root))
     return cases
