@@ -55,7 +55,7 @@ py-test-slow: develop
 
 lint: develop
 	cargo fmt --check
-	cargo clippy --quiet --all-targets -- -D warnings
+	cargo clippy --quiet --all-targets --features encoders -- -D warnings
 	cargo clippy --quiet --all-targets --features python -- -D warnings
 	ruff check .
 	ruff format --check .

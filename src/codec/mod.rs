@@ -3,7 +3,6 @@
 
 mod bitshuffle;
 mod blosc;
-mod blosc2_frame;
 mod deflate;
 mod hdf5_filters;
 mod hdf5_pipeline;
@@ -22,10 +21,12 @@ use std::sync::Arc;
 pub use bitshuffle::{
     bitshuffle_block, bitshuffle_decode, bitunshuffle_block_with, BitshuffleInner, Kernel,
 };
-pub use blosc::{b2nd_compress, blosc2_compress, blosc_decompress};
+pub use blosc::blosc_decompress;
+#[cfg(any(test, feature = "encoders"))]
+pub use blosc::{b2nd_compress, blosc2_compress};
+pub use blosc::{blosc2_frame_decompress, blosc2_frame_size};
 #[cfg(feature = "hdf5")]
 pub(crate) use blosc::{check_chunk, BloscHeader};
-pub use blosc2_frame::{blosc2_frame_decompress, blosc2_frame_size};
 pub use deflate::{inflate, inflate_prefix, Inflater, Wrapper};
 pub use hdf5_filters::{
     fletcher32, lzf_decompress, lzf_decompress_prefix, strip_fletcher32, unshuffle,

@@ -9,6 +9,7 @@ use super::{ImageBytes, ImageIndex, MAX_STAGED_BYTES};
 use crate::batch::pool::Work;
 use crate::batch::{Dest, Extent, Index, Rows, Tag};
 use crate::codec::image::SkipLog;
+#[cfg(feature = "hdf5")]
 use crate::dtype::literal::Literal;
 use crate::error::{Error, ErrorKind, Result};
 use crate::formats::zip::Payload;
