@@ -28,6 +28,7 @@ pub mod formats;
 pub mod open;
 pub mod order;
 pub mod remote;
+pub mod slab;
 pub mod source;
 
 #[cfg(feature = "python")]

@@ -14,12 +14,10 @@ from ._deprecated import fold
 from ._options import Remote
 from ._reader import ArrayInfo, ArrayReader, Out, check_ragged, ragged_values
 from ._registry import Format, register
-from ._remote import open_remote
-from ._sources import FOLDER, MAPPING, OBJECT, URL, classify, in_place
+from ._sources import OBJECT, URL, classify
 from .errors import (
     InvalidArgumentError,
     MissingKeyError,
-    PackreadIsADirectoryError,
     PackreadTypeError,
     UnsupportedError,
 )
@@ -254,18 +252,10 @@ class HDF5Reader(ArrayReader):
             shards = self._open_shards(src.value, options, shard_index, max_open_shards, state)
             reader = shards.reader()
         else:
-            if src.kind == FOLDER:
-                raise PackreadIsADirectoryError(f"{src.name}: a folder, not an HDF5 file")
-            if src.kind == MAPPING:
-                raise InvalidArgumentError(f"{src.name}: a mapping, not an HDF5 file")
             if in_memory and src.kind in (URL, OBJECT):
                 raise InvalidArgumentError("in_memory=True reads local files; not a URL")
-            target = in_place(src)
-            if src.kind == URL:
-                # libhdf5 reads the superblock and root group from the object's head.
-                target = open_remote(src.value, remote)
-            if src.kind in (URL, OBJECT):
-                self._source = target
+            # libhdf5 reads the superblock and root group from an object's head.
+            target = self._target(src, remote, "an HDF5 file")
             self._inner = _packread.HDF5File(target, options)
             self._paths = [self._inner.path]
             reader = self._inner.reader()

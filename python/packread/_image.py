@@ -18,14 +18,12 @@ from ._hdf5 import HDF5_SUFFIXES
 from ._options import DEFAULT_MAX_IMAGE_BYTES, ImageDecode, Limits, Remote
 from ._reader import ArrayReader, check_ragged
 from ._registry import Format, head_of, register
-from ._remote import open_remote
 from ._sources import (
     BYTES,
     FILE,
     FILE_OBJECT,
     FILES,
     FOLDER,
-    MAPPING,
     OBJECT,
     URL,
     Source,
@@ -181,15 +179,9 @@ class ImageReader(ArrayReader):
             found, classes = shards.labels, shards.classes
             self._names: list[str] | None = None
         else:
-            if src.kind == MAPPING:
-                raise InvalidArgumentError(f"{src.name}: a mapping, not images")
-            target: Any = in_place(src)
-            if src.kind == URL:
-                # An object's first request: an HDF5 file's head, or the archive's tail.
-                named_hdf5 = src.value.lower().endswith(HDF5_SUFFIXES)
-                target = open_remote(src.value, remote, tail=not named_hdf5)
-            if src.kind in (URL, OBJECT):
-                self._source = target
+            # An object's first request: an HDF5 file's head, or the archive's tail.
+            tail = not (src.kind == URL and src.value.lower().endswith(HDF5_SUFFIXES))
+            target = self._target(src, remote, "images", tail=tail, folder=True)
             self._inner = _packread.ImageFile(target, options)
             self._paths = [self._inner.location if src.kind != FOLDER else src.value]
             reader = self._inner.reader

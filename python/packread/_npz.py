@@ -14,8 +14,8 @@ from ._npy import BytesLike
 from ._options import Limits, Remote
 from ._reader import ArrayReader, Out
 from ._registry import Format, register
-from ._remote import is_url, open_remote
-from ._sources import FILES, FOLDER, MAPPING, URL, Source, classify, folder_files, in_place
+from ._remote import is_url
+from ._sources import FILES, FOLDER, Source, classify, folder_files
 from ._zip import DEFAULT_MAX_MEMBER_BYTES
 from .errors import InvalidArgumentError, MissingKeyError, PackreadTypeError, UnsupportedError
 
@@ -132,9 +132,7 @@ class NpzReader(ArrayReader):
         #: Whether samples are rows of one archive's arrays (else one file each).
         self.rows = src.kind not in (FOLDER, FILES)
         if self.rows:
-            if src.kind == MAPPING:
-                raise InvalidArgumentError(f"{src.name}: a mapping, not one .npz archive")
-            target = open_remote(src.value, remote) if src.kind == URL else in_place(src)
+            target = self._target(src, remote, "one .npz archive")
             keys = [arrays] if isinstance(arrays, str) else arrays
             self._paths = [src.name]
             self._bind(_packread.open_npz_rows(target, keys, options))

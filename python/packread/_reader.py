@@ -22,11 +22,15 @@ from ._common import (
     new_output,
     warn_skipped,
 )
+from ._options import Remote
+from ._remote import open_remote
 from ._shards import Shard, check_max_open, open_set, shard_list
+from ._sources import FILES, FOLDER, MAPPING, OBJECT, URL, Source, in_place
 from .errors import (
     IndexOutOfRangeError,
     InvalidArgumentError,
     MissingKeyError,
+    PackreadIsADirectoryError,
     PackreadTypeError,
 )
 
@@ -178,6 +182,23 @@ class ArrayReader(Closable):
                 f"{self._describe()}: no array {name!r} (arrays: {list(self._arrays)})"
             )
         return name
+
+    def _target(
+        self, src: Source, remote: Remote, what: str, *, tail: bool = False, folder: bool = False
+    ) -> Any:
+        """What the extension opens one file of this reader's format from: a URL opened here
+        (one request for its head, or with ``tail`` its last bytes), an opened object, a
+        path, a binary file object, or bytes in place. A folder (unless ``folder``: an image
+        tree) or a mapping is refused, naming ``what`` the reader reads; an object a URL
+        opened becomes the source a pickle carries (its stamp with it)."""
+        if src.kind == FOLDER and not folder:
+            raise PackreadIsADirectoryError(f"{src.name}: a folder, not {what}")
+        if src.kind in (MAPPING, FILES):
+            raise InvalidArgumentError(f"{src.name}: a {src.kind}, not {what}")
+        target = open_remote(src.value, remote, tail=tail) if src.kind == URL else in_place(src)
+        if src.kind in (URL, OBJECT):
+            self._source = target
+        return target
 
     def _open_shards(
         self,

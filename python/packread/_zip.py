@@ -14,13 +14,11 @@ from ._deprecated import SampleKeys, fold, warn
 from ._options import Limits, Remote
 from ._reader import ArrayReader, Out
 from ._registry import Format, register
-from ._remote import open_remote
-from ._sources import FOLDER, MAPPING, OBJECT, URL, classify, in_place
+from ._sources import classify
 from .errors import (
     IndexOutOfRangeError,
     InvalidArgumentError,
     MissingKeyError,
-    PackreadIsADirectoryError,
     PackreadTypeError,
     UnsupportedError,
 )
@@ -163,16 +161,8 @@ class ZipReader(SampleKeys, ArrayReader):
                 src.value, self._options, shard_index, max_open_shards, state
             ).reader()
         else:
-            if src.kind == FOLDER:
-                raise PackreadIsADirectoryError(f"{src.name}: a folder, not a ZIP archive")
-            if src.kind == MAPPING:
-                raise InvalidArgumentError(f"{src.name}: a mapping, not a ZIP archive")
-            target = in_place(src)
-            if src.kind == URL:
-                # Its tail: the end records and the directory.
-                target = open_remote(src.value, remote, tail=True)
-            if src.kind in (URL, OBJECT):
-                self._source = target
+            # An object's tail: the end records and the directory.
+            target = self._target(src, remote, "a ZIP archive", tail=True)
             self._inner = _packread.ZipArchive(target, self._options)
             self._paths = [self._inner.path]
             reader, self._names = self._inner.samples(self._options)

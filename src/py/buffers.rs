@@ -33,12 +33,8 @@ use super::errors::invalid_argument;
 
 /// Alignment of every array carved from a buffer (a cache line: no two arrays share one).
 const ALIGN: usize = 64;
-/// Bytes before a shared slab's arrays: its state word, padded to a cache line.
-pub(super) const SLAB_HEADER: usize = 64;
-/// A shared slab's state: a worker has claimed it (it is being written, in flight, or leased).
-const BUSY: u32 = 1;
-/// A shared slab's state: the main process holds a mapping of it (tickets may name it by id).
-const REGISTERED: u32 = 2;
+use crate::slab::SlabState;
+pub(super) use crate::slab::SLAB_HEADER;
 
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<BufferPool>()?;
@@ -419,7 +415,7 @@ impl Drop for Lease {
                 // SAFETY: `slab` keeps the state word's memory alive until after this.
                 // Release: every read of the batch in this process happens before the
                 // worker, which claims with Acquire, writes the next batch.
-                unsafe { (*state).fetch_and(!BUSY, Ordering::Release) };
+                SlabState::new(unsafe { &*state }).release();
                 drop(slab);
             }
             None => {}
@@ -478,6 +474,10 @@ impl SharedSlab {
         unsafe { &*self.raw.ptr().cast::<AtomicU32>() }
     }
 
+    fn slab(&self) -> SlabState<'_> {
+        SlabState::new(self.state())
+    }
+
     fn carve_with<'py>(
         &self,
         base: &Bound<'py, PyAny>,
@@ -519,36 +519,23 @@ impl SharedSlab {
     /// flight, or viewed by the main process), else ``1`` if the main process holds a
     /// mapping of it and ``0`` if not.
     fn claim(&self) -> i32 {
-        let state = self.state();
-        let mut now = state.load(Ordering::Acquire);
-        loop {
-            if now & BUSY != 0 {
-                return -1;
-            }
-            match state.compare_exchange_weak(now, now | BUSY, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => return i32::from(now & REGISTERED != 0),
-                Err(seen) => now = seen,
-            }
-        }
+        self.slab().claim().map_or(-1, i32::from)
     }
 
     /// Gives up a claim whose batch was never sent (worker side: the read failed).
     fn unclaim(&self) {
-        self.state().fetch_and(!BUSY, Ordering::Release);
+        self.slab().release();
     }
 
     /// Records that the main process holds a mapping of the slab (main side).
     fn registered(&self) {
-        self.state().fetch_or(REGISTERED, Ordering::AcqRel);
+        self.slab().register();
     }
 
     /// Forgets the main process's mapping if no worker has claimed the slab (main side):
     /// ``True`` if the mapping may be dropped now.
     fn evict(&self) -> bool {
-        self.state()
-            .compare_exchange(REGISTERED, 0, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
+        self.slab().evict()
     }
 
     /// Plain views of the slab for ``specs`` (worker side: the batch is read into them).
@@ -590,6 +577,6 @@ impl SharedSlab {
     /// The state word: 1 busy, 2 registered with the main process.
     #[getter]
     fn state_word(&self) -> u32 {
-        self.state().load(Ordering::Acquire)
+        self.slab().load()
     }
 }

@@ -139,6 +139,10 @@ def _npy(src: Any, **o: Any) -> Any:
     return packread.NpyReader(src, **o)
 
 
+def _npz(src: Any, **o: Any) -> Any:
+    return packread.NpzReader(src, **o)
+
+
 def _images(**kw: Any) -> Callable[..., Any]:
     return lambda src, **o: packread.ImageReader(src, **kw, **o)
 
@@ -233,13 +237,17 @@ def write_images(folder: Path) -> dict[str, Case]:
 def write_all(root: Path) -> dict[str, Case]:
     fmt = formats.write_all(str(root / "fmt"))
     formats.write_layouts(str(root / "fmt"))
+    rng = np.random.default_rng(9)  # an archive of rows (np.savez), read by its rows
+    np.savez(root / "fmt" / "rows.npz", a=rng.random((40, 3, 5)), b=np.arange(40, dtype="<i2"))
     cases: dict[str, Case] = {
         "h5_formats": Case("fmt/data.h5", _h5()),
         "h5_lzf_chunks": Case("fmt/lzf.h5", _h5("x")),
         "h5_layouts": Case("fmt/layouts.h5", _h5()),
         "zip_stored_raw": Case("fmt/raw.zip", _zip(**fmt["zip_raw"].options)),
         "zip_deflated_npy": Case("fmt/npy.zip", _zip()),
-        "npy_single": Case("fmt/npy/s005.npy", _npy),
+        "npy_single": Case("fmt/npy/s005.npy", _npy),  # rows of one array
+        "npy_rows": Case("fmt/X.npy", _npy),
+        "npz_rows": Case("fmt/rows.npz", _npz),
         "npy_glob": Case(
             "fmt/npy/s0[0-2]*.npy",
             _npy,
@@ -363,6 +371,8 @@ CASE_NAMES = [
     "zip_deflated_raw",
     "zip_deflated_npy",
     "npy_single",
+    "npy_rows",
+    "npz_rows",
     "npy_glob",
     "images_zip",
     "images_zip_ragged",
@@ -444,10 +454,10 @@ def test_open_reader_images_by_url(store, data):
     assert_reads_alike(remote, local)
 
 
-def test_open_reader_refuses_an_object_of_unknown_format(store):
-    # An .npz is a sample of NpzReader, which reads files, not objects: refused, saying so.
-    with pytest.raises(InvalidArgumentError, match=r"NpzReader reads \.npz files"):
-        packread.open_reader(store.url("fmt/npz/s000.npz"))
+def test_an_npz_object_of_one_sample_has_no_rows(store):
+    # One .npz object is the rows of its arrays; this one holds a 0-d label: refused, saying so.
+    with pytest.raises(InvalidArgumentError, match="0-d array has no rows"):
+        packread.open(store.url("fmt/npz/s000.npz"))
 
 
 def test_s3_by_storage_options_alone(s3, bucket, data, monkeypatch):
