@@ -19,6 +19,9 @@ import pytest
 import packread
 import packread.cli
 import packread.cli.bench
+import packread.cli.bench.baselines
+import packread.cli.bench.report
+import packread.cli.bench.timing
 import packread.cli.convert
 import packread.cli.inspect
 import packread.torch
@@ -41,6 +44,9 @@ MODULES = [
     "packread.cli.inspect",
     "packread.cli.convert",
     "packread.cli.bench",
+    "packread.cli.bench.timing",
+    "packread.cli.bench.baselines",
+    "packread.cli.bench.report",
 ]
 
 
@@ -48,7 +54,16 @@ def public_api():
     """``(qualified name, object)`` of every public class and function."""
     found = [(f"packread.{n}", getattr(packread, n)) for n in packread.__all__]
     found += [(f"packread.torch.{n}", getattr(packread.torch, n)) for n in packread.torch.__all__]
-    for mod in (packread.cli, packread.cli.inspect, packread.cli.convert, packread.cli.bench):
+    bench = packread.cli.bench
+    for mod in (
+        packread.cli,
+        packread.cli.inspect,
+        packread.cli.convert,
+        bench,
+        bench.timing,
+        bench.baselines,
+        bench.report,
+    ):
         for n, v in vars(mod).items():
             if n.startswith("_") or getattr(v, "__module__", None) != mod.__name__:
                 continue
