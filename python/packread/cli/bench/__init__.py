@@ -27,10 +27,12 @@ from __future__ import annotations
 import os
 import statistics
 from collections.abc import Callable, Sequence
+from inspect import signature
 from typing import Any
 
 import numpy as np
 
+from ..._deprecated import unknown, warn
 from ..._open import open as open_reader
 from ..._open import resolve
 from .._format import human_rate
@@ -42,7 +44,7 @@ __all__ = ["LOOPS", "BenchResult", "Epoch", "LoopDataset", "Row", "bench", "run_
 
 
 def bench(
-    path: str | os.PathLike[str],
+    source: str | os.PathLike[str],
     *,
     batch_sizes: Sequence[int] = (64,),
     workers: Sequence[int] = (0, 2),
@@ -51,39 +53,45 @@ def bench(
     num_threads: int | None = None,
     seed: int = 0,
     log: Callable[[str], None] | None = print,
-    datasets: Any = None,
+    arrays: Any = None,
+    members: Any = None,
     dtype: Any = None,
     shape: Sequence[int] | None = None,
+    **deprecated: Any,
 ) -> BenchResult:
-    """Measures packread and the plain loop on ``path`` (any source :func:`packread.open_reader`
-    takes; ``datasets`` as there, ``dtype``/``shape`` for raw ZIP members): ``batches`` random
-    batches per configuration and round. DataLoader passes run for each of ``workers`` when
-    torch is installed (none when ``workers`` is empty).
+    """Measures packread and the plain loop on ``source`` (an HDF5, ZIP, NPY or NPZ file, or a
+    folder of ``.npy`` or ``.npz`` files, as :func:`packread.open` takes it): ``batches`` random
+    batches per configuration and round. ``arrays`` (HDF5 datasets, NPZ keys), ``members``,
+    ``dtype`` and ``shape`` (ZIP members) and ``num_threads`` are the reader's options of
+    those names (by default every HDF5 dataset but variable-length ones). DataLoader passes
+    run for each of ``workers`` when torch is installed (none when ``workers`` is empty).
+    ``datasets=``, the name of earlier releases for ``arrays``/``members``, still works with
+    a ``DeprecationWarning``.
 
     >>> result = bench("train.h5", batch_sizes=[8], workers=[0], batches=2, rounds=1, log=None)
     >>> [row.config for row in result.rows]
     ['loop', 'packread batch', 'DataLoader(loop Dataset)', 'DataLoader(PackDataset)']
     """
-    path = os.fspath(path)
+    path = os.fspath(source)
     say = log or (lambda m: None)
     if batches < 1 or rounds < 1 or any(b < 1 for b in batch_sizes):
         raise ValueError("batches, rounds and batch sizes must be >= 1")
     kind = resolve(path, None, {}).name
+    arrays, members = _datasets(kind, deprecated, arrays, members)
     options: dict[str, Any] = {}
     if num_threads is not None:
         options["num_threads"] = num_threads
     if kind == "zip":
         options.update({k: v for k, v in (("dtype", dtype), ("shape", shape)) if v is not None})
     notes = []
-    if kind == "hdf5" and datasets is None:
+    if kind == "hdf5" and arrays is None:
         # Variable-length data cannot be stacked by the loop or collated by torch's default.
         every = open_reader(path, **options)
         ragged = every.ragged_keys  # type: ignore[attr-defined]
         if ragged:
-            datasets = [k for k in every.keys() if k not in ragged]  # type: ignore[attr-defined]
+            arrays = [k for k in every.keys() if k not in ragged]  # type: ignore[attr-defined]
             notes.append(f"variable-length datasets left out: {', '.join(ragged)}")
-    if datasets is not None:
-        options["members" if kind == "zip" else "arrays"] = datasets
+    options.update({k: v for k, v in (("arrays", arrays), ("members", members)) if v is not None})
     reader = open_reader(path, **options)
     loop = LoopDataset(path, kind, reader)
     n = len(reader)
@@ -96,9 +104,7 @@ def bench(
         pack = Row("packread batch", "packread", b, None, 0.0)
         runs.append((base, _batch_run(loop.batch, n, size, batches, rng)))
         runs.append((pack, _batch_run(reader.batch, n, size, batches, rng)))
-    loader_rows = _loader_runs(
-        path, kind, loop, datasets, options, batch_sizes, workers, batches, seed, result
-    )
+    loader_rows = _loader_runs(path, loop, options, batch_sizes, workers, batches, seed, result)
     runs.extend(loader_rows)
     for r in range(rounds):
         for row, run in runs:
@@ -111,11 +117,27 @@ def bench(
     return result
 
 
+def _datasets(kind: str, deprecated: dict[str, Any], arrays: Any, members: Any) -> tuple[Any, Any]:
+    """``arrays`` and ``members`` with the ``datasets=`` of earlier releases folded in (the
+    members of a ZIP, else the arrays), with a ``DeprecationWarning``."""
+    params = signature(bench).parameters
+    for name in deprecated:
+        if name != "datasets":
+            raise unknown("bench", name, [p for p in params if p != "source"])
+    if "datasets" not in deprecated:
+        return arrays, members
+    new = "members" if kind == "zip" else "arrays"
+    warn("bench(datasets=)", f"{new}=", stacklevel=3)
+    if (members if kind == "zip" else arrays) is not None:
+        raise TypeError(f"bench() got both datasets= and {new}=")
+    if kind == "zip":
+        return arrays, deprecated["datasets"]
+    return deprecated["datasets"], members
+
+
 def _loader_runs(
     path: str,
-    kind: str,
     loop: LoopDataset,
-    datasets: Any,
     options: dict[str, Any],
     batch_sizes: Sequence[int],
     workers: Sequence[int],

@@ -64,7 +64,7 @@ from .thresholds import WEAK_RATIO as WEAK_RATIO
 MIN_CHUNK_BYTES = _layout.MIN_CHUNK_BYTES
 
 
-def inspect(path: str | os.PathLike[str]) -> Report:
+def inspect(source: str | os.PathLike[str]) -> Report:
     """Inspects an HDF5 file (h5py or PyTables), a ZIP archive, an NPZ or NPY file, a folder
     of ``.npy`` or ``.npz`` files, or an image source: an ``ImageFolder`` tree (a folder of
     class folders, or a ZIP holding one) or a ZIP of images. Only metadata is read, except for
@@ -76,7 +76,7 @@ def inspect(path: str | os.PathLike[str]) -> Report:
     >>> inspect("images.zip").format
     'image-zip'
     """
-    path = os.fspath(path)
+    path = os.fspath(source)
     if os.path.isdir(path):
         if _images.is_image_tree(path):
             try:
