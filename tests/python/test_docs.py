@@ -123,6 +123,11 @@ def example_files(tmp_path_factory):
     with zipfile.ZipFile(root / "train.zip", "w") as z:
         for i in range(16):
             z.writestr(f"img/{i:02d}.raw", images[i].tobytes())
+    with zipfile.ZipFile(root / "arrays.zip", "w") as z:
+        for name in ("a", "b"):
+            buf = io.BytesIO()
+            np.save(buf, rng.random((4, 8), dtype=np.float32))
+            z.writestr(f"{name}.npy", buf.getvalue())
     from PIL import Image
 
     with zipfile.ZipFile(root / "images.zip", "w") as z:
