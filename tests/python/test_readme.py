@@ -24,9 +24,6 @@ ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 PAGES = [README, *DOCS]
-#: The pages whose examples show the API as it is. DESIGN.md holds the design notes the project
-#: started from (the API it aimed at then, in earlier names), and is kept as written.
-EXAMPLE_PAGES = [p for p in PAGES if p.name != "DESIGN.md"]
 MAX_README_LINES = 200
 
 #: How the README opens: its title, then the two commands (the Makefile's first lines say so).
@@ -238,7 +235,7 @@ def page_errors(page: Path) -> tuple[list[str], int]:
     )
 
 
-@pytest.mark.parametrize("page", EXAMPLE_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_example_keywords_are_parameters(page):
     errors, _ = page_errors(page)
     assert errors == []
