@@ -65,6 +65,19 @@ from .sinks import MAX_CHUNK_BYTES as MAX_CHUNK_BYTES
 from .sinks import _chunk_rows, _H5Sink, _output_kind, _Sink, _ZipSink
 from .sources import _block_rows, _ImageTreeSource, _open_source, _Source
 
+__all__ = [
+    "CODECS",
+    "DEFAULT_CHECKPOINT_SECONDS",
+    "DEFAULT_MEMORY_BYTES",
+    "MAX_CHUNK_BYTES",
+    "PAIRS",
+    "ConvertResult",
+    "MismatchError",
+    "codec_options",
+    "convert",
+    "verify_conversion",
+]
+
 #: What is converted into what.
 PAIRS = (
     ("hdf5", "hdf5"),
