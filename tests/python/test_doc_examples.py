@@ -37,7 +37,7 @@ import pytest
 
 from packread.cli import _parser
 from support import doc_files
-from support.markdown import Block, blocks
+from support.markdown import Block, blocks, without_fences
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -56,6 +56,7 @@ LOOP: dict[str, Any] = {
 #: Examples that may be marked as not runnable here, in all the pages.
 MAX_SKIPS = 4
 
+INLINE_CODE = re.compile(r"`[^`\n]*`")
 MARKER = re.compile(r"<!--\s*example:(?P<what>.*?)-->", re.S)
 SKIP = re.compile(r"\s*skip\s*\((?P<reason>[^()]*[^()\s][^()]*)\)\s*")
 
@@ -68,13 +69,13 @@ def rel(page: Path) -> str:
 
 
 def skip_reason(block: Block) -> str | None:
-    """Why ``block`` is not run (its marker's reason), or ``None``."""
+    """Why ``block`` is not run: its marker's reason (``""`` for a marker that gives none,
+    which :func:`test_skip_markers_say_why_and_are_few` refuses), or ``None`` to run it."""
     m = MARKER.fullmatch(block.above)
     if m is None:
         return None
     skip = SKIP.fullmatch(m.group("what"))
-    assert skip, f"marker {block.above!r}: write <!-- example: skip (why) -->"
-    return skip.group("reason").strip()
+    return skip.group("reason").strip() if skip else ""
 
 
 def runnable(page: Path, langs: tuple[str, ...]) -> list[Block]:
@@ -95,32 +96,50 @@ def files(tmp_path_factory):
 # -- the markers -----------------------------------------------------------------------------
 
 
+def markers(text: str, label: str) -> tuple[list[str], list[str]]:
+    """The markers of a page (``label``): those that skip a block, with why, and what is
+    wrong with the others."""
+    skipped, errors = [], []
+    # The line above each fence (a block's code starts two lines below it).
+    above = {b.line - 2: b for b in blocks(text)}
+    # Markers are looked for outside code (where a page may show one), line numbers kept.
+    prose = INLINE_CODE.sub(lambda c: " " * len(c.group(0)), without_fences(text))
+    for m in MARKER.finditer(prose):
+        line = prose.count("\n", 0, m.start()) + 1
+        block = above.get(line)
+        if block is None or block.above != m.group(0):
+            errors.append(f"{label}:{line}: the marker is not alone on the line above a fence")
+        elif not skip_reason(block):
+            errors.append(f"{label}:{line}: say why: <!-- example: skip (why) -->")
+        else:
+            skipped.append(f"{label}:{line}: {skip_reason(block)}")
+    return skipped, errors
+
+
 def test_skip_markers_say_why_and_are_few():
     skipped, errors = [], []
     for page in PAGES:
-        text = page.read_text(encoding="utf-8")
-        by_marker = {b.above: b for b in blocks(text)}
-        for m in MARKER.finditer(text):
-            where = f"{rel(page)}:{text.count(chr(10), 0, m.start()) + 1}"
-            block = by_marker.get(m.group(0))
-            if block is None:
-                errors.append(f"{where}: the marker is not on the line above a fence")
-            elif not SKIP.fullmatch(m.group("what")):
-                errors.append(f"{where}: write <!-- example: skip (why) -->")
-            else:
-                skipped.append(f"{where}: {skip_reason(block)}")
+        s, e = markers(page.read_text(encoding="utf-8"), rel(page))
+        skipped += s
+        errors += e
     assert errors == []
     assert len(skipped) <= MAX_SKIPS, skipped
 
 
 def test_the_markers_are_read():
-    # A checker that saw no marker would let every page pass.
-    page = "x\n<!-- example: skip (needs a GPU) -->\n```python\nboom()\n```\n"
-    page += "<!-- example: skip -->\n```sh\npackread nope\n```\n"
-    found = list(blocks(page))
-    assert skip_reason(found[0]) == "needs a GPU"
-    with pytest.raises(AssertionError, match="write"):
-        skip_reason(found[1])
+    # A checker that saw no marker, or took any, would let every page pass.
+    page = (
+        "x\n<!-- example: skip (needs a GPU) -->\n```python\nboom()\n```\n"
+        "<!-- example: skip -->\n```sh\npackread nope\n```\n"
+        "<!-- example: skip (stray) -->\n\n```sh\npackread inspect x\n```\n"
+    )
+    assert [skip_reason(b) for b in blocks(page)] == ["needs a GPU", "", None]
+    skipped, errors = markers(page, "p.md")
+    assert skipped == ["p.md:2: needs a GPU"]
+    assert errors == [
+        "p.md:6: say why: <!-- example: skip (why) -->",
+        "p.md:10: the marker is not alone on the line above a fence",
+    ]
 
 
 # -- Python ----------------------------------------------------------------------------------
