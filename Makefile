@@ -114,19 +114,30 @@ compat-test: develop
 		> $(COMPAT_VENV)/constraints.txt
 	$(COMPAT_VENV)/bin/pip install --quiet --disable-pip-version-check $(COMPAT_PINS) \
 		pytest hypothesis h5py tables hdf5plugin scikit-image pillow matplotlib tqdm bitshuffle \
-		spdl pdoc -c $(COMPAT_VENV)/constraints.txt
+		spdl -c $(COMPAT_VENV)/constraints.txt
 	echo "$(CURDIR)/python" \
 		> "$$($(COMPAT_VENV)/bin/python -c 'import site; print(site.getsitepackages()[0])')/packread.pth"
 	$(COMPAT_VENV)/bin/python -m pytest -q -rs -p no:cacheprovider tests/python \
 		--ignore tests/python/test_remote.py --ignore tests/python/test_torch_remote.py \
 		--ignore tests/python/test_objstore_servers.py
 
-# API reference from the docstrings, in site/api (open site/api/index.html).
-docs: develop
-	rm -rf site/api
-	$(PY) -m pdoc --docformat restructuredtext -o site/api \
-		packread packread.torch packread.cli packread.cli.inspect \
-		packread.cli.convert packread.cli.bench
+# The HTML site in site/ (open site/index.html): the guides (README.md, docs/*.md, the
+# changelog, the benchmark results) and the API reference rendered from the docstrings, by
+# mkdocs with mkdocstrings (mkdocs.yml, scripts/docs_site.py). Strict: a broken link or
+# anchor, a page missing from the nav or a module that does not load fails the build. The
+# tools (requirements/docs.txt) go into .venv with the lock as constraints. The reference
+# inspects the built extension for the docstrings written in Rust, hence `develop`. Not part
+# of `make test`.
+DOCS_STAMP := $(VENV)/.docs
+
+docs: develop $(DOCS_STAMP)
+	rm -rf site
+	$(PY) -m mkdocs build --strict --site-dir site
+
+$(DOCS_STAMP): requirements/docs.txt requirements/lock.txt $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements/docs.txt \
+		-c requirements/lock.txt
+	touch $@
 
 # Python-level benchmarks against h5py / numpy / zipfile and, for encoded images, the other
 # image loaders (`cargo bench` for the Rust core). Every benches/test_bench_*.py is collected.

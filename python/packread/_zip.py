@@ -242,6 +242,22 @@ class ZipReader(SampleKeys, ArrayReader):
         inner = self._one_archive("read()")
         return bytes(inner.read(int(self._positions[self._sample_position(member)])))
 
+    def npy_header(self, member: str | int) -> tuple[np.dtype[Any], tuple[int, ...]] | None:
+        """The dtype and shape a ``.npy`` member's header declares (by name or position), read
+        from the header alone; ``None`` for a member that is not NPY (raw bytes).
+
+        >>> ZipReader("arrays.zip").npy_header("a.npy")
+        (dtype('float32'), (4, 8))
+        >>> ZipReader("train.zip").npy_header(0) is None
+        True
+        """
+        inner = self._one_archive("npy_header()")
+        found = inner.npy_info(int(self._positions[self._sample_position(member)]))
+        if found is None:
+            return None
+        dtype, shape = found
+        return np.dtype(dtype), tuple(int(d) for d in shape)
+
     def _rows(self, members: Any) -> Any:
         """Indices, or members named (a list of names), as sample positions."""
         if (

@@ -14,7 +14,7 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from packread import open_reader
+import packread
 from packread.cli import main
 from packread.cli.bench import LoopDataset, bench, run_epoch
 
@@ -108,7 +108,7 @@ def test_bench_other_formats(tmp_path, fmt):
         with zipfile.ZipFile(path, "w") as z:
             for i, x in enumerate(data):
                 z.writestr(f"x/{i:02d}.raw", x.tobytes())
-        extra = {"datasets": "x/*.raw", "dtype": "<f4", "shape": (4, 4)}
+        extra = {"members": "x/*.raw", "dtype": "<f4", "shape": (4, 4)}
     else:
         path = tmp_path / fmt
         path.mkdir()
@@ -122,9 +122,7 @@ def test_bench_other_formats(tmp_path, fmt):
     assert len(result.rows) == 4
     assert all(r.samples_per_s > 0 for r in result.rows)
     # The baseline loop reads what packread reads.
-    loop = LoopDataset(
-        os.fspath(path), fmt, open_reader(path, extra.pop("datasets", None), **extra)
-    )
+    loop = LoopDataset(os.fspath(path), fmt, packread.open(path, **extra))
     got = loop.batch([3, 1])
     want = data[[3, 1]]
     np.testing.assert_array_equal(got["x"] if fmt == "npz" else got, want)
@@ -167,3 +165,47 @@ def test_bench_leaves_variable_length_data_out(tmp_path):
     result = bench(path, batch_sizes=[4], workers=[0], batches=2, rounds=1, log=None)
     assert "variable-length datasets left out: tokens" in result.notes
     assert len(result.rows) == 4
+
+
+def test_old_names_still_work_with_a_note(h5_file, capsys):
+    """``--datasets`` and ``--threads`` (the flags of earlier releases) are ``--arrays`` and
+    ``--num-threads``, with a note on stderr; giving both spellings is an error."""
+    args = ["bench", str(h5_file), "-b", "4", "--no-loader", "--batches", "1", "--rounds", "1"]
+    assert main([*args, "--datasets", "images", "--threads", "2", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "--datasets is deprecated; use --arrays" in captured.err
+    assert "--threads is deprecated; use --num-threads" in captured.err
+    assert json.loads(captured.out)["rows"][0]["config"] == "loop"
+    assert main([*args, "--arrays", "images", "--num-threads", "2", "--json"]) == 0
+    assert "deprecated" not in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main([*args, "--arrays", "images", "--datasets", "labels"])
+    assert e.value.code == 2
+    assert "--datasets and --arrays are one option" in capsys.readouterr().err
+
+
+def test_bench_takes_the_readers_vocabulary(h5_file, tmp_path):
+    result = bench(
+        h5_file, batch_sizes=[4], workers=[], batches=1, rounds=1, log=None, arrays="images"
+    )
+    assert result.rows[0].config == "loop"
+    with pytest.warns(DeprecationWarning, match=r"bench\(datasets=\) is deprecated; use arrays="):
+        bench(
+            h5_file, batch_sizes=[4], workers=[], batches=1, rounds=1, log=None, datasets="images"
+        )
+    path = tmp_path / "raw.zip"
+    with zipfile.ZipFile(path, "w") as z:
+        for i in range(4):
+            z.writestr(f"x/{i}.raw", bytes(16))
+    with pytest.warns(DeprecationWarning, match="use members="):
+        result = bench(
+            path, batch_sizes=[2], workers=[], batches=1, rounds=1, log=None, datasets="x/*.raw"
+        )
+    assert result.samples == 4
+    with (
+        pytest.raises(TypeError, match="both datasets= and arrays="),
+        pytest.warns(DeprecationWarning, match="datasets="),
+    ):
+        bench(h5_file, workers=[], log=None, arrays="images", datasets="images")
+    with pytest.raises(TypeError, match="did you mean 'arrays'"):
+        bench(h5_file, workers=[], log=None, arrays_="images")

@@ -104,6 +104,22 @@ def test_hdf5_to_hdf5_every_codec(h5_src, tmp_path, codec):
     assert again.already_complete
 
 
+def test_arrays_keeps_some_datasets_and_datasets_is_its_old_name(h5_src, tmp_path, capsys):
+    dst = tmp_path / "images.h5"
+    assert main(["convert", str(h5_src), str(dst), "--arrays", "images", "-q"]) == 0
+    assert capsys.readouterr().err == ""
+    with h5py.File(dst) as d:
+        assert sorted(d) == ["images", "stats"]
+    old = tmp_path / "old.h5"
+    assert main(["convert", str(h5_src), str(old), "--datasets", "images", "-q"]) == 0
+    assert "--datasets is deprecated; use --arrays" in capsys.readouterr().err
+    with h5py.File(old) as d:
+        assert sorted(d) == ["images", "stats"]
+    with pytest.warns(DeprecationWarning, match=r"convert\(datasets=\) is deprecated"):
+        result = convert(h5_src, tmp_path / "py.h5", datasets=["labels"], progress=False)
+    assert list(result.datasets) == ["labels"]
+
+
 def test_hdf5_default_chunks_fill_small_samples(h5_src, tmp_path):
     dst = tmp_path / "auto.h5"
     result = convert(h5_src, dst, codec="gzip:6", progress=False)

@@ -10,7 +10,6 @@ import ast
 import importlib
 import inspect
 import re
-import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,14 +18,12 @@ import pytest
 
 from packread._deprecated import GROUPED, RENAMED
 from packread._registry import formats
+from support.markdown import code_blocks, without_fences
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 PAGES = [README, *DOCS]
-#: The pages whose examples show the API as it is. DESIGN.md holds the design notes the project
-#: started from (the API it aimed at then, in earlier names), and is kept as written.
-EXAMPLE_PAGES = [p for p in PAGES if p.name != "DESIGN.md"]
 MAX_README_LINES = 200
 
 #: How the README opens: its title, then the two commands (the Makefile's first lines say so).
@@ -41,11 +38,6 @@ README_OPENING = (
     "```\n"
 )
 
-#: A fenced block (indented too, inside a list item), its language and its text.
-FENCE = re.compile(
-    r"^(?P<indent>[ \t]*)```(?P<lang>[^\n`]*)\n(?P<body>.*?)^(?P=indent)```[ \t]*$",
-    re.M | re.S,
-)
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 INLINE_CODE = re.compile(r"`[^`\n]*`")
 
@@ -104,18 +96,6 @@ def allowed_keywords(name: str, func: Callable[..., Any]) -> set[str]:
     if name in ("open", "PackDataset", "PackMapDataset"):
         own |= reader_options()
     return own
-
-
-def code_blocks(text: str) -> Iterator[tuple[str, int, str]]:
-    """``(language, first line number, text)`` of each fenced block, dedented."""
-    for m in FENCE.finditer(text):
-        line = text.count("\n", 0, m.start("body")) + 1
-        yield m.group("lang").strip().lower(), line, textwrap.dedent(m.group("body"))
-
-
-def without_fences(text: str) -> str:
-    """``text`` with its fenced blocks blanked (line numbers kept)."""
-    return FENCE.sub(lambda m: "\n" * m.group(0).count("\n"), text)
 
 
 def links(path: Path) -> list[str]:
@@ -255,7 +235,7 @@ def page_errors(page: Path) -> tuple[list[str], int]:
     )
 
 
-@pytest.mark.parametrize("page", EXAMPLE_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_example_keywords_are_parameters(page):
     errors, _ = page_errors(page)
     assert errors == []

@@ -66,7 +66,7 @@ def test_tag_and_contents(facts):
         "packread/cli/__init__.py",
         "packread/cli/inspect/__init__.py",
         "packread/cli/convert/__init__.py",
-        "packread/cli/bench.py",
+        "packread/cli/bench/__init__.py",
         "packread/_reader.py",
         "packread/_epoch.py",
         "packread/torch/__init__.py",

@@ -102,6 +102,34 @@ def test_info_fields(archive):
     assert z.info(0) == ("empty.bin", 0, 0, 0, 0)
 
 
+def test_npy_header_is_what_numpy_reads(tmp_path):
+    """``npy_header`` gives the dtype and shape numpy reads from a ``.npy`` member (selected
+    or not by ``members``), ``None`` for raw members, and refuses what ``info`` refuses."""
+    path = tmp_path / "mixed.zip"
+    arrays = {"a.npy": np.arange(12, dtype=">i2").reshape(3, 4), "b.npy": np.zeros((2, 0, 5))}
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, x in arrays.items():
+            zf.writestr(name, npy_bytes(x), compress_type=zipfile.ZIP_DEFLATED)
+        zf.writestr("raw.bin", b"not an array")
+        zf.writestr("fake.npy", b"no NPY magic here")
+    z = packread.ZipReader(path)
+    with zipfile.ZipFile(path) as zf:
+        for name in arrays:
+            want = np.load(io.BytesIO(zf.read(name)))
+            assert z.npy_header(name) == (want.dtype, want.shape)
+    assert z.npy_header(0) == z.npy_header("a.npy")
+    assert z.npy_header(-1) is None  # fake.npy: named so, but no NPY magic
+    assert z.npy_header("raw.bin") is None
+    assert packread.ZipReader(path, members="b.npy").npy_header(0) == (np.dtype("<f8"), (2, 0, 5))
+    with pytest.raises(KeyError):
+        z.npy_header("missing.npy")
+    with pytest.raises(IndexError):
+        z.npy_header(4)
+    two = packread.ZipReader([path, path], members="*.npy")
+    with pytest.raises(packread.UnsupportedError, match="npy_header"):
+        two.npy_header(0)
+
+
 def test_names_is_a_copy(archive):
     z = packread.ZipReader(archive)
     names = z.names()

@@ -18,6 +18,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from .._packread import __version__
 from ..errors import PackreadError
@@ -27,11 +28,11 @@ __all__ = ["main"]
 _DESCRIPTION = """\
 Why is my loader slow, and what do I change? packread answers on your own files:
 
-  packread inspect PATH         what PATH holds, its layout, and advice with the numbers
-  packread convert SRC DST      rewrite it in the layout random sample reads want
-  packread bench PATH           packread against the plain h5py/numpy/zipfile loop on PATH
+  packread inspect SOURCE       what SOURCE holds, its layout, and advice with the numbers
+  packread convert SOURCE DST   rewrite it in the layout random sample reads want
+  packread bench SOURCE         packread against the plain h5py/numpy/zipfile loop on SOURCE
 
-PATH is an HDF5 file (h5py or PyTables), a ZIP archive, an NPZ or NPY file, a folder of
+SOURCE is an HDF5 file (h5py or PyTables), a ZIP archive, an NPZ or NPY file, a folder of
 .npy or .npz files, or images: an ImageFolder tree (a folder of class folders) or a ZIP of
 images. Run `packread COMMAND --help` for each command's options.
 """
@@ -58,7 +59,7 @@ Conversions: HDF5 -> HDF5 (rechunked), folder of .npy or .npz -> HDF5 or uncompr
 ZIP -> HDF5, ImageFolder tree -> uncompressed ZIP (the image files as they are, named
 <class>/<file> in ImageFolder's order, and a dataset.json with the labels and classes, which
 packread.ImageReader reads). The output format follows DST's suffix (.h5/.hdf5 or .zip).
-SRC is only read; DST is written as DST.partial and renamed when complete, and an
+SOURCE is only read; DST is written as DST.partial and renamed when complete, and an
 interrupted run continues with --resume. HDF5 output needs h5py and hdf5plugin
 (pip install 'packread[convert]').
 
@@ -74,7 +75,7 @@ examples:
 """
 
 _BENCH = """\
-Reads random batches of PATH with packread and with the plain loop people write (h5py
+Reads random batches of SOURCE with packread and with the plain loop people write (h5py
 `d[i]`, numpy.load, zipfile), then runs DataLoader passes over PackDataset and over a
 map-style Dataset built on that loop, for every batch size and worker count given.
 Prints samples/s per configuration and, with --chart, draws them (pip install
@@ -99,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     i = sub.add_parser(
         "inspect", help="layout and advice", description=_INSPECT, formatter_class=raw
     )
-    i.add_argument("path", metavar="PATH", help="file or folder to inspect")
+    i.add_argument("source", metavar="SOURCE", help="file or folder to inspect")
     i.add_argument("--json", action="store_true", help="print the report as JSON")
     i.add_argument("--ascii", action="store_true", help="draw the tree with ASCII only")
 
@@ -110,7 +111,9 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=raw,
     )
     c.add_argument(
-        "src", metavar="SRC", help="HDF5 file, ZIP archive, folder of .npy/.npz, ImageFolder tree"
+        "source",
+        metavar="SOURCE",
+        help="HDF5 file, ZIP archive, folder of .npy/.npz, ImageFolder tree",
     )
     c.add_argument("dst", metavar="DST", help="output: .h5/.hdf5 or .zip")
     c.add_argument(
@@ -127,7 +130,8 @@ def _parser() -> argparse.ArgumentParser:
         default="auto",
         help="shuffle filter: auto = byte shuffle for items wider than one byte; bit: blosc only",
     )
-    c.add_argument("--datasets", nargs="+", metavar="NAME", help="HDF5 datasets to keep")
+    c.add_argument("--arrays", nargs="+", metavar="NAME", help="HDF5 datasets to keep")
+    _renamed(c, "--datasets", nargs="+")
     c.add_argument("--members", metavar="GLOB", help="ZIP members to convert")
     c.add_argument("--dtype", help="dtype of raw ZIP members (e.g. uint8, <f4)")
     c.add_argument("--shape", type=int, nargs="+", metavar="N", help="shape of raw ZIP members")
@@ -136,7 +140,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--force", action="store_true", help="replace DST if it exists")
     c.add_argument("--resume", action="store_true", help="continue an interrupted conversion")
-    c.add_argument("--verify", action="store_true", help="read DST back and compare with SRC")
+    c.add_argument("--verify", action="store_true", help="read DST back and compare with SOURCE")
     c.add_argument(
         "--memory",
         type=int,
@@ -149,7 +153,7 @@ def _parser() -> argparse.ArgumentParser:
     b = sub.add_parser(
         "bench", help="packread against the plain loop", description=_BENCH, formatter_class=raw
     )
-    b.add_argument("path", metavar="PATH", help="file or folder to read")
+    b.add_argument("source", metavar="SOURCE", help="file or folder to read")
     b.add_argument(
         "--batch-size", "-b", type=int, nargs="+", default=[64], metavar="N", help="(default 64)"
     )
@@ -166,8 +170,12 @@ def _parser() -> argparse.ArgumentParser:
         "--batches", type=int, default=20, help="batches read per configuration and round"
     )
     b.add_argument("--rounds", type=int, default=3, help="rounds (median reported; default 3)")
-    b.add_argument("--threads", type=int, help="packread threads (default: packread's)")
-    b.add_argument("--datasets", nargs="+", metavar="NAME", help="HDF5 datasets or NPZ keys")
+    b.add_argument(
+        "--num-threads", type=int, metavar="N", help="packread threads (default: packread's)"
+    )
+    _renamed(b, "--threads", type=int)
+    b.add_argument("--arrays", nargs="+", metavar="NAME", help="HDF5 datasets or NPZ keys")
+    _renamed(b, "--datasets", nargs="+")
     b.add_argument("--members", metavar="GLOB", help="ZIP members to read")
     b.add_argument("--dtype", help="dtype of raw ZIP members")
     b.add_argument("--shape", type=int, nargs="+", metavar="N", help="shape of raw ZIP members")
@@ -176,6 +184,36 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true", help="print the results as JSON")
     b.add_argument("--seed", type=int, default=0, help="seed of the random batches")
     return p
+
+
+#: Flags of earlier releases -> the flag each became. The old one still works for this release,
+#: with a note on stderr (docs/cli.md, the CHANGELOG); giving both is an error.
+RENAMED_FLAGS = {"--datasets": "--arrays", "--threads": "--num-threads"}
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
+def _renamed(parser: argparse.ArgumentParser, old: str, **kwargs: Any) -> None:
+    """Takes the flag ``old`` of an earlier release, hidden from ``--help``."""
+    parser.add_argument(old, dest=f"renamed_{_dest(old)}", help=argparse.SUPPRESS, **kwargs)
+
+
+def _fold_renamed(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Moves the value of each old flag given to its new flag's, with a note on stderr."""
+    for old, new in RENAMED_FLAGS.items():
+        value = getattr(args, f"renamed_{_dest(old)}", None)
+        if value is None:
+            continue
+        print(
+            f"packread {args.command}: note: {old} is deprecated; use {new} "
+            "(it will be removed in the next release)",
+            file=sys.stderr,
+        )
+        if getattr(args, _dest(new)) is not None:
+            parser.error(f"{old} and {new} are one option: give {new} only")
+        setattr(args, _dest(new), value)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -190,6 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = _parser()
     args = parser.parse_args(argv)
+    _fold_renamed(parser, args)
     if args.command is None:
         parser.print_help()
         return 2
@@ -218,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _inspect(args: argparse.Namespace) -> int:
     from .inspect import inspect
 
-    report = inspect(args.path)
+    report = inspect(args.source)
     if args.json:
         print(report.to_json())
     else:
@@ -236,12 +275,12 @@ def _convert(args: argparse.Namespace) -> int:
     from .convert import convert
 
     result = convert(
-        args.src,
+        args.source,
         args.dst,
         codec=args.codec,
         samples_per_chunk=args.samples_per_chunk,
         shuffle=args.shuffle,
-        datasets=args.datasets,
+        arrays=args.arrays,
         members=args.members,
         dtype=args.dtype,
         shape=tuple(args.shape) if args.shape else None,
@@ -272,32 +311,26 @@ def _convert(args: argparse.Namespace) -> int:
         if result.copied:
             print(f"copied as they are: {', '.join(result.copied)}")
         if args.verify:
-            print("verified: every sample of DST equals SRC")
+            print("verified: every sample of DST equals SOURCE")
     return 0
 
 
 def _bench(args: argparse.Namespace) -> int:
     from .bench import bench
 
-    options = {}
-    if args.members:
-        options["datasets"] = args.members
-    elif args.datasets:
-        options["datasets"] = args.datasets
-    if args.dtype:
-        options["dtype"] = args.dtype
-    if args.shape:
-        options["shape"] = tuple(args.shape)
     result = bench(
-        args.path,
+        args.source,
         batch_sizes=args.batch_size,
         workers=[] if args.no_loader else args.workers,
         batches=args.batches,
         rounds=args.rounds,
-        num_threads=args.threads,
+        num_threads=args.num_threads,
         seed=args.seed,
         log=(lambda m: None) if args.json else (lambda m: print(m, file=sys.stderr)),
-        **options,
+        arrays=args.arrays,
+        members=args.members,
+        dtype=args.dtype,
+        shape=tuple(args.shape) if args.shape else None,
     )
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))

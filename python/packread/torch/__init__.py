@@ -78,7 +78,7 @@ from ._reading import _ReaderSlot as _ReaderSlot  # isort: skip
 
 if TYPE_CHECKING:
     # The names the annotations of PackDataset and PackMapDataset use, which are presented as
-    # this module's (see _document_here): pdoc resolves them here.
+    # this module's (see _document_here): the reference (`make docs`) resolves them here.
     from collections.abc import Callable, Iterator, Sequence  # noqa: F401
     from typing import Any  # noqa: F401
 
@@ -91,9 +91,9 @@ __all__ = ["PackDataset", "PackMapDataset", "open_reader"]
 
 
 def _document_here(cls: type) -> None:
-    """Presents ``cls`` and its methods as this module's, where they are documented: pdoc and
-    doctest take them as defined here, and ``repr`` and pickles name ``packread.torch.X``, as
-    before this module became a package."""
+    """Presents ``cls`` and its methods as this module's, where they are documented: the
+    reference and doctest take them as defined here, and ``repr`` and pickles name
+    ``packread.torch.X``, as before this module became a package."""
     cls.__module__ = __name__
     for value in vars(cls).values():
         if isinstance(value, property):

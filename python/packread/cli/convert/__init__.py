@@ -36,10 +36,12 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from inspect import signature
 from typing import Any
 
 import numpy as np
 
+from ..._deprecated import unknown, warn
 from ..._hdf5 import HDF5Reader
 from ..._image import LABELS_MEMBER, ImageReader
 from ..._open import resolve
@@ -62,6 +64,19 @@ from .progress import _progress
 from .sinks import MAX_CHUNK_BYTES as MAX_CHUNK_BYTES
 from .sinks import _chunk_rows, _H5Sink, _output_kind, _Sink, _ZipSink
 from .sources import _block_rows, _ImageTreeSource, _open_source, _Source
+
+__all__ = [
+    "CODECS",
+    "DEFAULT_CHECKPOINT_SECONDS",
+    "DEFAULT_MEMORY_BYTES",
+    "MAX_CHUNK_BYTES",
+    "PAIRS",
+    "ConvertResult",
+    "MismatchError",
+    "codec_options",
+    "convert",
+    "verify_conversion",
+]
 
 #: What is converted into what.
 PAIRS = (
@@ -111,13 +126,13 @@ class ConvertResult:
 
 
 def convert(
-    src: str | os.PathLike[str],
+    source: str | os.PathLike[str],
     dst: str | os.PathLike[str],
     *,
     codec: str = "none",
     samples_per_chunk: int | None = None,
     shuffle: str = "auto",
-    datasets: list[str] | None = None,
+    arrays: list[str] | None = None,
     members: str | None = None,
     dtype: Any = None,
     shape: tuple[int, ...] | None = None,
@@ -129,13 +144,14 @@ def convert(
     verify: bool = False,
     progress: bool = True,
     on_checkpoint: Callable[[int], None] | None = None,
+    **deprecated: Any,
 ) -> ConvertResult:
-    """Converts ``src`` into ``dst`` (see the module's description for the pairs).
+    """Converts ``source`` into ``dst`` (see the module's description for the pairs).
 
     ``samples_per_chunk`` is ``k`` for every HDF5 output dataset (default: per dataset, one
     sample or enough to fill 4 KiB); ``codec`` one of :data:`CODECS` (``"gzip:6"``,
     ``"blosc:lz4:5"``...); ``shuffle`` ``"auto"`` (byte shuffle for items wider than a byte),
-    ``"none"``, ``"byte"`` or ``"bit"`` (blosc only). ``datasets`` picks HDF5 datasets,
+    ``"none"``, ``"byte"`` or ``"bit"`` (blosc only). ``arrays`` picks HDF5 datasets,
     ``members`` (a glob), ``dtype`` and ``shape`` the members of a ZIP source, ``name`` the
     dataset made from an NPY folder or a ZIP. An ``ImageFolder`` tree is packed into a ZIP
     outside the tree. ``dst`` must not exist unless ``force``.
@@ -143,13 +159,16 @@ def convert(
     sample was recorded yet (``DST.partial`` without a progress record, or one at sample 0),
     and not at all when ``dst`` exists with no ``DST.partial`` and holds what this conversion
     writes (a finished run: ``already_complete``). ``on_checkpoint(samples_done)`` runs after
-    every checkpoint. ``verify`` reads ``dst`` back and compares every sample with ``src``.
+    every checkpoint. ``verify`` reads ``dst`` back and compares every sample with ``source``.
+    ``datasets=``, the name of earlier releases for ``arrays``, still works with a
+    ``DeprecationWarning``.
 
     >>> convert("train.h5", "train-1.h5", samples_per_chunk=1, codec="lz4", progress=False).samples
     64
     """
     started = time.perf_counter()
-    src, dst = os.fspath(src), os.fspath(dst)
+    arrays = _datasets(deprecated, arrays)
+    src, dst = os.fspath(source), os.fspath(dst)
     out_kind = _output_kind(dst)
     if not os.path.exists(src):
         raise FileNotFoundError(f"{src}: no such file or folder")
@@ -171,71 +190,72 @@ def convert(
         raise InvalidArgumentError(f"samples_per_chunk must be >= 1, not {samples_per_chunk}")
     if out_kind == "hdf5":
         codec_options(codec, 4, shuffle)  # refuses a bad codec before anything is written
-    source = _open_source(src, in_kind, datasets, members, dtype, shape, name, out_kind)
+    opened = _open_source(src, in_kind, arrays, members, dtype, shape, name, out_kind)
     # What the progress record names: a resumed run must have been started with the same.
     options = {
         "dst": os.path.abspath(dst),
         "codec": codec,
         "samples_per_chunk": samples_per_chunk,
         "shuffle": shuffle,
-        "datasets": datasets,
+        # "datasets": the key of earlier releases, so that their unfinished runs resume.
+        "datasets": arrays,
         "members": members,
         "dtype": None if dtype is None else str(np.dtype(dtype)),
         "shape": None if shape is None else list(shape),
         "name": name,
     }
-    rows = _chunk_rows(source, out_kind, samples_per_chunk)
+    rows = _chunk_rows(opened, out_kind, samples_per_chunk)
     if finished_before:
         try:
-            mismatch = _unlike_output(dst, out_kind, source, rows, codec, shuffle)
+            mismatch = _unlike_output(dst, out_kind, opened, rows, codec, shuffle)
             if mismatch is None:
-                return _already_complete(src, dst, out_kind, source, rows, codec, verify, started)
+                return _already_complete(src, dst, out_kind, opened, rows, codec, verify, started)
         except BaseException:
-            source.close()
+            opened.close()
             raise
         if not force:
-            source.close()
+            opened.close()
             raise FileExistsError(
                 f"{dst} exists and is not what this conversion writes ({mismatch}); "
                 "pass --force (force=True) to replace it"
             )
     try:
         state, restarted = (
-            _resume_point(partial, journal, source, options) if resume else (None, None)
+            _resume_point(partial, journal, opened, options) if resume else (None, None)
         )
     except BaseException:
-        source.close()
+        opened.close()
         raise
     if state is None:
         _clear(partial, journal)
     try:
         if out_kind == "hdf5":
-            sink: _Sink = _H5Sink(partial, source, rows, codec, shuffle, state is not None)
+            sink: _Sink = _H5Sink(partial, opened, rows, codec, shuffle, state is not None)
         else:
-            sink = _ZipSink(partial, source, state)
+            sink = _ZipSink(partial, opened, state)
     except BaseException:
         if state is None:
             _remove(partial, journal)  # nothing written worth resuming
         raise
     done = state["done"] if state else 0
-    block = _block_rows(source, rows, memory_bytes)
-    bar = _progress(source.n, done, dst, progress)
+    block = _block_rows(opened, rows, memory_bytes)
+    bar = _progress(opened.n, done, dst, progress)
     last = time.monotonic()
     finished = False
     try:
         # Each checkpoint: the sink makes its output durable, the progress record names it,
         # then the sink lets older resume data go.
         if state is None:
-            _save_state(journal, source, options, 0, sink.checkpoint())
+            _save_state(journal, opened, options, 0, sink.checkpoint())
             sink.committed()
         lo = done
-        while lo < source.n:
-            hi = min(source.n, lo + block)
-            sink.write(lo, hi, source)
+        while lo < opened.n:
+            hi = min(opened.n, lo + block)
+            sink.write(lo, hi, opened)
             bar.update(hi - lo)
             lo = hi
-            if lo == source.n or time.monotonic() - last >= checkpoint_seconds:
-                _save_state(journal, source, options, lo, sink.checkpoint())
+            if lo == opened.n or time.monotonic() - last >= checkpoint_seconds:
+                _save_state(journal, opened, options, lo, sink.checkpoint())
                 sink.committed()
                 last = time.monotonic()
                 if on_checkpoint is not None:
@@ -246,27 +266,42 @@ def convert(
         bar.close()
         sink.abandon()
         if not (finished and verify):
-            source.close()
+            opened.close()
     os.replace(partial, dst)
     _remove(journal, *_directory_copies(partial))
     result = ConvertResult(
         src,
         dst,
-        source.n,
+        opened.n,
         sink.describe(),
-        copied=list(source.copies),
+        copied=list(opened.copies),
         resumed_from=done,
         restarted=restarted,
         dst_bytes=os.path.getsize(dst),
-        warnings=[*sink.warnings, *source.notes()],
+        warnings=[*sink.warnings, *opened.notes()],
     )
     if verify:
         try:
-            verify_conversion(src, dst, result, source)
+            verify_conversion(src, dst, result, opened)
         finally:
-            source.close()
+            opened.close()
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _datasets(deprecated: dict[str, Any], arrays: list[str] | None) -> list[str] | None:
+    """``arrays`` with the ``datasets=`` of earlier releases folded in, with a
+    ``DeprecationWarning``."""
+    for name in deprecated:
+        if name != "datasets":
+            params = signature(convert).parameters
+            raise unknown("convert", name, [p for p in params if p != "source"])
+    if "datasets" not in deprecated:
+        return arrays
+    warn("convert(datasets=)", "arrays=", stacklevel=3)
+    if arrays is not None:
+        raise TypeError("convert() got both datasets= and arrays=")
+    return deprecated["datasets"]  # type: ignore[no-any-return]
 
 
 def _input_kind(src: str, members: str | None, dtype: Any, shape: Any) -> str:
@@ -293,7 +328,7 @@ def _outside(src: str, dst: str) -> None:
     where = os.path.realpath(os.path.dirname(os.path.abspath(dst)))
     if os.path.commonpath([root, where]) == root:
         raise InvalidArgumentError(
-            f"{dst}: inside {src}, the tree it packs; write it outside (SRC is only read)"
+            f"{dst}: inside {src}, the tree it packs; write it outside (SOURCE is only read)"
         )
 
 

@@ -57,6 +57,29 @@ from .thresholds import SPLIT_CHUNK_BYTES as SPLIT_CHUNK_BYTES
 from .thresholds import TINY_CHUNK_BYTES as TINY_CHUNK_BYTES
 from .thresholds import WEAK_RATIO as WEAK_RATIO
 
+__all__ = [
+    "INFLATE_BYTES_PER_S",
+    "LISTED_MEMBERS",
+    "MANY_FILES",
+    "MIN_CHUNK_BYTES",
+    "NEGLIGIBLE_BYTES",
+    "SAMPLED_FILES",
+    "SMALL_FILE_BYTES",
+    "SPLIT_CHUNK_BYTES",
+    "TINY_CHUNK_BYTES",
+    "WEAK_RATIO",
+    "Advice",
+    "ImageSummary",
+    "Item",
+    "Report",
+    "codec_of",
+    "describe_filter",
+    "human_bytes",
+    "human_seconds",
+    "inspect",
+    "samples_per_chunk_for",
+]
+
 #: Chunks below this spend more on per-chunk work (a read, a decoder call, an index entry)
 #: than on their bytes; chunks are best at least this large, or one whole sample. (Defined in
 #: ``packread.cli._layout``, which ``packread convert`` shares; the other numbers advice is
@@ -64,7 +87,7 @@ from .thresholds import WEAK_RATIO as WEAK_RATIO
 MIN_CHUNK_BYTES = _layout.MIN_CHUNK_BYTES
 
 
-def inspect(path: str | os.PathLike[str]) -> Report:
+def inspect(source: str | os.PathLike[str]) -> Report:
     """Inspects an HDF5 file (h5py or PyTables), a ZIP archive, an NPZ or NPY file, a folder
     of ``.npy`` or ``.npz`` files, or an image source: an ``ImageFolder`` tree (a folder of
     class folders, or a ZIP holding one) or a ZIP of images. Only metadata is read, except for
@@ -76,7 +99,7 @@ def inspect(path: str | os.PathLike[str]) -> Report:
     >>> inspect("images.zip").format
     'image-zip'
     """
-    path = os.fspath(path)
+    path = os.fspath(source)
     if os.path.isdir(path):
         if _images.is_image_tree(path):
             try:
@@ -114,7 +137,7 @@ del _function
 
 #: The examples of the report's classes, for doctest (which finds on its own only what a
 #: module defines itself): they run with this module's names, as they did when the classes
-#: were defined here. The classes keep their own module, where pdoc documents their fields.
+#: were defined here. The classes keep their own module.
 __test__: dict[str, object] = {}
 for _cls in (Item, Advice, Report, ImageSummary):
     __test__[_cls.__name__] = _cls

@@ -81,7 +81,7 @@ def _npy_type(z: ZipReader, position: int, item: Item, whole: bool) -> None:
     if not z.names()[position].endswith(".npy"):
         return
     try:
-        info = z._inner.npy_info(int(z._positions[position]))
+        info = z.npy_header(position)
     except PackreadError as e:
         item.note = str(e)
         return
