@@ -106,6 +106,11 @@ def write(root: str | os.PathLike[str]) -> None:
     # NPY and NPZ (numpy): single files, and folders of one sample per file.
     np.save(root / "sample.npy", rng.random((4, 8), dtype=np.float32))
     np.savez(root / "sample.npz", image=images[0], mask=images[0, 0] > 128)
+    # Rows of whole arrays (docs/zip-npy-npz.md, docs/sources.md): X.npy, y.npy, train.npz.
+    x, y = rng.random((100, 32), dtype=np.float32), np.arange(100)
+    np.save(root / "X.npy", x)
+    np.save(root / "y.npy", y)
+    np.savez(root / "train.npz", x=x, y=y)
     for folder, n in (("train", 64), ("npy", 16)):
         (root / "data" / folder).mkdir()
         for i in range(n):
