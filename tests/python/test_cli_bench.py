@@ -3,6 +3,7 @@ matplotlib reads back. Speeds are printed, never asserted."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -126,6 +127,73 @@ def test_bench_other_formats(tmp_path, fmt):
     got = loop.batch([3, 1])
     want = data[[3, 1]]
     np.testing.assert_array_equal(got["x"] if fmt == "npz" else got, want)
+
+
+@pytest.mark.parametrize("layout", ["npy", "npz"])
+def test_bench_rows_of_one_array(tmp_path, layout):
+    rng = np.random.default_rng(2)
+    x, y = rng.random((30, 3, 4)).astype("<f4"), np.arange(30)
+    if layout == "npy":
+        path = tmp_path / "X.npy"
+        np.save(path, x)
+    else:
+        path = tmp_path / "d.npz"
+        np.savez(path, x=x, y=y)
+    result = bench(path, batch_sizes=[5], workers=[0], batches=2, rounds=1, log=None)
+    assert result.format == f"{layout} rows"
+    assert len(result.rows) == 4
+    assert all(r.samples_per_s > 0 for r in result.rows)
+    loop = LoopDataset(os.fspath(path), result.format, packread.open(path))
+    got = loop.batch([7, 2])
+    if layout == "npy":
+        np.testing.assert_array_equal(got, x[[7, 2]])
+    else:
+        np.testing.assert_array_equal(got["x"], x[[7, 2]])
+        np.testing.assert_array_equal(got["y"], y[[7, 2]])
+
+
+@pytest.mark.parametrize("container", ["zip", "tree"])
+def test_bench_images(tmp_path, container):
+    # Images of several sizes: the loop decodes with PIL (and torchvision's eval transforms),
+    # packread at 224x224 centre crops; both give the same pixels, give or take rounding.
+    from PIL import Image
+
+    rng = np.random.default_rng(3)
+    encoded = []
+    for i in range(12):
+        buf = io.BytesIO()
+        pixels = rng.integers(0, 256, (240 + 3 * i, 250 - 2 * i, 3), dtype=np.uint8)
+        Image.fromarray(pixels).save(buf, "PNG")
+        encoded.append(buf.getvalue())
+    if container == "zip":
+        path = tmp_path / "images.zip"
+        with zipfile.ZipFile(path, "w") as z:
+            for i, raw in enumerate(encoded):
+                z.writestr(f"{i:02d}.png", raw)
+    else:
+        path = tmp_path / "tree"
+        for i, raw in enumerate(encoded):
+            (path / f"c{i % 3}").mkdir(parents=True, exist_ok=True)
+            (path / f"c{i % 3}" / f"{i:02d}.png").write_bytes(raw)
+    result = bench(path, batch_sizes=[4], workers=[0], batches=2, rounds=1, log=None)
+    assert result.format == "images"
+    assert len(result.rows) == 4
+    assert all(r.samples_per_s > 0 for r in result.rows)
+    reader = packread.open(path, decode=packread.ImageDecode(224), arrays="images")
+    loop = LoopDataset(os.fspath(path), "images", reader)
+    got, want = loop.batch([5, 0, 11]), reader.batch([5, 0, 11])
+    assert got.shape == want.shape == (3, 224, 224, 3)
+    assert np.abs(got.astype(int) - want.astype(int)).max() <= 2
+
+
+def test_bench_of_only_variable_length_data_says_why(tmp_path):
+    import h5py
+
+    path = tmp_path / "speech.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("u", data=[np.arange(3.0), np.arange(5.0)], dtype=h5py.vlen_dtype("f8"))
+    with pytest.raises(ValueError, match="every dataset holds variable-length data"):
+        bench(path, batch_sizes=[2], workers=[0], batches=1, rounds=1, log=None)
 
 
 def test_run_epoch_limit_and_steady_rate():

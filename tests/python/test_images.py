@@ -81,6 +81,31 @@ def test_eval_crops_equal_torchvision(archive, encoded):
             assert_close(got[k], want, 2, 0.5, (n, size))
 
 
+def test_a_center_crop_spanning_a_whole_resized_side_reads(tmp_path):
+    # 228x225 -> Resize(224) is 226x224, and CenterCrop(224) spans its whole height: the box
+    # in source pixels was computed a hair past the image (225.00000000000003), and refused.
+    T = pytest.importorskip("torchvision.transforms")
+    rng = np.random.default_rng(3)
+    sizes = [(228, 225), (225, 228), (32, 29), (61, 58), (119, 116), (256, 253), (230, 227)]
+    zpath = tmp_path / "edges.zip"
+    pixels = {}
+    with zipfile.ZipFile(zpath, "w") as z:
+        for w, h in sizes:
+            name = f"{w}x{h}.png"
+            pixels[name] = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+            buf = io.BytesIO()
+            Image.fromarray(pixels[name]).save(buf, "PNG")
+            z.writestr(name, buf.getvalue())
+    for size in (224, 299):
+        decode = packread.ImageDecode(size, resize=size)
+        r = packread.ImageReader(zpath, decode=decode, labels=False)
+        got = r.batch(range(len(r)))
+        tf = T.Compose([T.Resize(size), T.CenterCrop(size)])
+        for k, name in enumerate(r.names()):
+            want = np.asarray(tf(Image.fromarray(pixels[name])))
+            assert_close(got[k], want, 2, 0.5, (name, size))
+
+
 def test_random_crops_equal_torchvision_on_their_boxes_and_repeat_per_epoch(archive, encoded):
     F = pytest.importorskip("torchvision.transforms.functional")
     names = sorted(encoded)

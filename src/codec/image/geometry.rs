@@ -244,9 +244,14 @@ pub fn center_box(width: u32, height: u32, resize: u32, size: (u32, u32)) -> (f6
     let (ch, cw) = size;
     let top = round_half_even((rh as f64 - ch as f64) / 2.0);
     let left = round_half_even((rw as f64 - cw as f64) / 2.0);
-    let sx = width as f64 / rw as f64;
-    let sy = height as f64 / rh as f64;
-    (left * sx, top * sy, cw as f64 * sx, ch as f64 * sy)
+    // Each product before its division: `ch * (height / rh)` lands a hair past `height` where
+    // the crop spans the whole resized side (225x228 -> 224: 228.00000000000003), and the
+    // resizer refuses a box outside the image. Clamped too, for any rounding left.
+    let (w, h) = (width as f64, height as f64);
+    let (x, y) = (left * w / rw as f64, top * h / rh as f64);
+    let bw = (cw as f64 * w / rw as f64).min(w - x);
+    let bh = (ch as f64 * h / rh as f64).min(h - y);
+    (x, y, bw, bh)
 }
 
 fn pixel_type(mode: Mode) -> PixelType {
@@ -666,6 +671,29 @@ mod tests {
         assert!((t - 16.0 * s).abs() < 1e-9);
         assert!((w - 224.0 * 500.0 / 341.0).abs() < 1e-9);
         assert!((h - 224.0 * s).abs() < 1e-9);
+    }
+
+    /// The box lies inside the image for every size: a crop spanning a whole resized side
+    /// once rounded past it (225x228 -> 224, 29x32 -> 299).
+    #[test]
+    fn center_box_stays_inside_the_image() {
+        for resize in [32, 224, 256, 299, 342] {
+            for crop in [resize, resize * 7 / 8] {
+                for width in 1..400 {
+                    for height in [width, width + 3, width * 2 + 1] {
+                        let (l, t, w, h) = center_box(width, height, resize, (crop, crop));
+                        assert!(l >= 0.0 && t >= 0.0, "{width}x{height} {resize} {crop}");
+                        assert!(
+                            l + w <= width as f64 && t + h <= height as f64,
+                            "{width}x{height} -> {resize}, crop {crop}: {l} {t} {w} {h}"
+                        );
+                        let (l, t, w, h) = center_box(height, width, resize, (crop, crop));
+                        assert!(l + w <= height as f64 && t + h <= width as f64);
+                        assert!(l >= 0.0 && t >= 0.0);
+                    }
+                }
+            }
+        }
     }
 
     #[test]

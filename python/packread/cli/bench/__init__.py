@@ -35,8 +35,9 @@ import numpy as np
 from ..._deprecated import unknown, warn
 from ..._open import open as open_reader
 from ..._open import resolve
+from ..._options import ImageDecode
 from .._format import human_rate
-from .baselines import LOOPS, LoopDataset
+from .baselines import LOOPS, LoopDataset, loop_kind
 from .report import BenchResult, Row
 from .timing import Epoch, _batch_run, _epoch_run, run_epoch
 
@@ -90,9 +91,22 @@ def bench(
         ragged = every.ragged_keys  # type: ignore[attr-defined]
         if ragged:
             arrays = [k for k in every.keys() if k not in ragged]  # type: ignore[attr-defined]
+            if not arrays:
+                raise ValueError(
+                    f"{path}: every dataset holds variable-length data ({', '.join(ragged)}), "
+                    "which neither loop can stack; encoded images in HDF5 are benchmarked "
+                    "by benches/test_bench_images.py"
+                )
             notes.append(f"variable-length datasets left out: {', '.join(ragged)}")
+    if kind == "images":
+        # Batches of whole images at their own sizes stack in neither loop: the eval geometry
+        # of ImageNet-style models (Resize(224) + CenterCrop(224)).
+        options["decode"] = ImageDecode(224)
+        options["arrays"] = "images"
+        notes.append("images decoded to 224x224 centre crops (ImageDecode(224))")
     options.update({k: v for k, v in (("arrays", arrays), ("members", members)) if v is not None})
     reader = open_reader(path, **options)
+    kind = loop_kind(kind, reader)
     loop = LoopDataset(path, kind, reader)
     n = len(reader)
     result = BenchResult(path, kind, n, LOOPS[kind], [], notes)

@@ -1,5 +1,5 @@
 """The baseline: the loop people write without packread (h5py ``d[i]``, ``numpy.load``,
-``zipfile``), as a map-style Dataset, :class:`LoopDataset`."""
+``zipfile``, PIL), as a map-style Dataset, :class:`LoopDataset`."""
 
 from __future__ import annotations
 
@@ -14,13 +14,21 @@ import numpy as np
 
 from ..._common import BatchReader
 
-#: How each format's plain loop reads one sample.
+#: How each format's plain loop reads one sample (a ``rows`` layout: rows of one array).
 LOOPS = {
     "hdf5": "h5py d[i]",
     "npy": "numpy.load",
+    "npy rows": "numpy.load(mmap_mode='r')[i]",
     "npz": "numpy.load(f)[key]",
+    "npz rows": "numpy.load(f)[key] (each array loaded whole once), [i]",
     "zip": "zipfile read + frombuffer",
+    "images": "PIL open + convert, Resize + CenterCrop (torchvision's, else PIL's)",
 }
+
+
+def loop_kind(kind: str, reader: BatchReader) -> str:
+    """The loop's key in :data:`LOOPS` for a reader of format ``kind``."""
+    return f"{kind} rows" if getattr(reader, "rows", False) else kind
 
 
 class LoopDataset:
@@ -40,9 +48,14 @@ class LoopDataset:
         self._len = len(reader)
         self._pid = -1
         self._handle: Any = None
-        if kind == "hdf5":
+        if kind in ("hdf5", "npy rows", "npz rows"):
             self.keys = list(reader.keys())  # type: ignore[attr-defined]
             self._single = not isinstance(reader.shape, dict)
+            self.files = list(reader.paths)  # type: ignore[attr-defined]
+        elif kind == "images":
+            self.names = list(reader.names())  # type: ignore[attr-defined]
+            self.decode = reader.decode  # type: ignore[attr-defined]
+            self.files = list(reader.paths)  # type: ignore[attr-defined]
         elif kind == "zip":
             self.keys = list(reader.names())  # type: ignore[attr-defined]
             self._dtype, self._shape = reader.dtype, reader.shape
@@ -64,12 +77,24 @@ class LoopDataset:
                 h5py = _import_h5py()
                 f = h5py.File(self.path, "r")
                 self._handle = {k: f[k] for k in self.keys}  # datasets looked up once
-            elif self.kind == "zip":
+            elif self.kind == "zip" or (self.kind == "images" and zipfile.is_zipfile(self.path)):
                 self._handle = zipfile.ZipFile(self.path)
+            elif self.kind == "npy rows":
+                pairs = zip(self.keys, self.files, strict=True)
+                self._handle = {k: np.load(f, mmap_mode="r") for k, f in pairs}
+            elif self.kind == "npz rows":
+                with np.load(self.path) as f:
+                    self._handle = {k: f[k] for k in self.keys}
         return self._handle
 
     def __getitem__(self, i: int) -> Any:
         handle = self._open()
+        if self.kind in ("npy rows", "npz rows"):
+            if self._single:
+                return np.array(handle[self.keys[0]][i])
+            return {k: np.array(handle[k][i]) for k in self.keys}
+        if self.kind == "images":
+            return self._image(handle, i)
         if self.kind == "hdf5":
             if self._single:
                 return handle[self.keys[0]][i]
@@ -84,6 +109,37 @@ class LoopDataset:
             with np.load(self.files[i]) as f:
                 return {k: f[k] for k in self.keys}
         return np.load(self.files[i])
+
+    def _image(self, handle: Any, i: int) -> np.ndarray:
+        """Image ``i`` as users decode it: its bytes (a ZIP member, or a file of the tree), PIL,
+        then the reader's eval geometry (torchvision's transforms when installed)."""
+        from PIL import Image
+
+        name = self.names[i]
+        if isinstance(handle, zipfile.ZipFile):
+            raw = handle.read(name)
+        else:  # a folder tree: names are paths
+            with open(name, "rb") as f:
+                raw = f.read()
+        im = Image.open(io.BytesIO(raw)).convert(self.decode.mode)
+        size = self.decode.size
+        if size is not None:
+            hw = (size, size) if isinstance(size, int) else tuple(size)
+            resize = self.decode.resize or max(hw)
+            try:
+                import torchvision.transforms as T
+
+                im = T.CenterCrop(hw)(T.Resize(resize)(im))
+            except ImportError:  # PIL alone: the shorter side to `resize`, then the centre
+                w, h = im.size
+                scale = resize / min(w, h)
+                im = im.resize((max(1, round(w * scale)), max(1, round(h * scale))))
+                left, top = (im.size[0] - hw[1]) // 2, (im.size[1] - hw[0]) // 2
+                im = im.crop((left, top, left + hw[1], top + hw[0]))
+        out = np.array(im)  # writable, as torch wants it
+        if out.ndim == 3 and self.decode.layout == "NCHW":
+            out = np.ascontiguousarray(out.transpose(2, 0, 1))
+        return out
 
     def batch(self, idx: Iterable[int]) -> Any:
         """Samples ``idx`` read one by one, then stacked (a dict of stacks for several arrays).
