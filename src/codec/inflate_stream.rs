@@ -194,21 +194,9 @@ fn stream_in_pieces(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::tests::{deflate, FAULTS};
     use crate::error::ErrorKind;
     use crate::formats::npy::header::Limits;
-
-    const FAULTS: Faults = Faults {
-        corrupt: ErrorKind::BadZip,
-        overflow: ErrorKind::LimitExceeded,
-    };
-
-    fn deflate(data: &[u8]) -> Vec<u8> {
-        let mut c = libdeflater::Compressor::new(libdeflater::CompressionLvl::default());
-        let mut out = vec![0; c.deflate_compress_bound(data.len())];
-        let n = c.deflate_compress(data, &mut out).unwrap();
-        out.truncate(n);
-        out
-    }
 
     /// An NPY stream of `n` little-endian u16 values, C or Fortran order (2 x n/2).
     fn npy(n: usize, fortran: bool) -> (Vec<u8>, Vec<u8>) {

@@ -470,15 +470,17 @@ impl Pipeline {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    const FAULTS: Faults = Faults {
+    /// ZIP's faults, for codec tests.
+    pub(crate) const FAULTS: Faults = Faults {
         corrupt: ErrorKind::BadZip,
         overflow: ErrorKind::LimitExceeded,
     };
 
-    fn deflate(data: &[u8]) -> Vec<u8> {
+    /// `data` as a raw deflate stream (libdeflate), for codec tests.
+    pub(crate) fn deflate(data: &[u8]) -> Vec<u8> {
         let mut c = libdeflater::Compressor::new(libdeflater::CompressionLvl::default());
         let mut out = vec![0; c.deflate_compress_bound(data.len())];
         let n = c.deflate_compress(data, &mut out).unwrap();

@@ -20,28 +20,18 @@ const DTYPE_CACHE_MAX: usize = 256;
 static DTYPES: LazyLock<Mutex<HashMap<String, Py<PyArrayDescr>>>> = LazyLock::new(Mutex::default);
 static DESCR_TO_DTYPE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
+fn literals_to_py<'py>(py: Python<'py>, items: &[Literal]) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    items.iter().map(|x| literal_to_py(py, x)).collect()
+}
+
 fn literal_to_py<'py>(py: Python<'py>, lit: &Literal) -> PyResult<Bound<'py, PyAny>> {
     Ok(match lit {
         Literal::Str(s) => s.into_pyobject(py)?.into_any(),
         Literal::Int(i) => i.into_pyobject(py)?.into_any(),
         Literal::Bool(b) => b.into_pyobject(py)?.to_owned().into_any(),
         Literal::None => py.None().into_bound(py),
-        Literal::Tuple(items) => PyTuple::new(
-            py,
-            items
-                .iter()
-                .map(|x| literal_to_py(py, x))
-                .collect::<PyResult<Vec<_>>>()?,
-        )?
-        .into_any(),
-        Literal::List(items) => PyList::new(
-            py,
-            items
-                .iter()
-                .map(|x| literal_to_py(py, x))
-                .collect::<PyResult<Vec<_>>>()?,
-        )?
-        .into_any(),
+        Literal::Tuple(items) => PyTuple::new(py, literals_to_py(py, items)?)?.into_any(),
+        Literal::List(items) => PyList::new(py, literals_to_py(py, items)?)?.into_any(),
         Literal::Dict(items) => {
             let d = PyDict::new(py);
             for (k, v) in items {

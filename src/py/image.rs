@@ -12,7 +12,7 @@ use super::detached::Detached;
 use super::errors::{invalid_argument, to_py, IntoPyResult};
 use super::options::Dict;
 use super::reader::Reader;
-use super::source::{opening, source_of};
+use super::source::open_with;
 use crate::batch::{Batches, Index};
 use crate::codec::image::Limits;
 use crate::error::{Error, ErrorKind};
@@ -71,13 +71,9 @@ impl ImageFile {
             Some(root) => py
                 .detach(|| crate::formats::image::open::from_folder(&root, &images))
                 .py_err(py)?,
-            None => {
-                let source = source_of(py, source, "<image bytes>")?;
-                let opened = source.clone();
-                opening(py, &source, move || {
-                    crate::open::images_in(opened, &images, zip, false)
-                })?
-            }
+            None => open_with(py, source, "<image bytes>", move |s| {
+                crate::open::images_in(s, &images, zip, false)
+            })?,
         };
         let reader = Py::new(py, Reader::new(py, set.index.clone() as Arc<dyn Batches>)?)?;
         Ok(ImageFile {

@@ -11,7 +11,7 @@ use super::array::{empty, fresh_bytes, numpy_dtype, Outputs};
 use super::errors::IntoPyResult;
 use super::options::Dict;
 use super::reader::Reader;
-use super::source::{opening, source_of};
+use super::source::{open_with, opening, source_of};
 use crate::formats::npy::{self, Limits, NpyIndex, NpyRows};
 use crate::source::Source;
 
@@ -41,12 +41,10 @@ fn load_npy_file<'py>(
     options: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let limits = limits(options)?;
-    let source = source_of(py, source, "<buffer>")?;
-    let opened = source.clone();
-    let (header, start) = opening(py, &source, move || {
-        let read = npy::read_start(&*opened, &limits);
-        opened.opened();
-        read
+    let (source, header, start) = open_with(py, source, "<buffer>", move |s| {
+        let read = npy::read_start(&*s, &limits);
+        s.opened();
+        read.map(|(header, start)| (s, header, start))
     })?;
     let dtype = numpy_dtype(py, &header.dtype)?;
     let arr = empty(py, &header.shape, &dtype, header.fortran_order)?;

@@ -109,6 +109,19 @@ pub(super) fn source_of(
         .py_err(py)
 }
 
+/// The source of `obj` (see [`source_of`]) handed to `open`, run as [`opening`] runs it: what
+/// every binding that opens a format from one Python object does.
+pub(super) fn open_with<T: Send + 'static>(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    bytes_name: &str,
+    open: impl FnOnce(Arc<dyn Source>) -> crate::error::Result<T> + Send + 'static,
+) -> PyResult<T> {
+    let source = source_of(py, obj, bytes_name)?;
+    let opened = source.clone();
+    opening(py, &source, move || open(opened))
+}
+
 /// Runs `open`, which reads `source`: without the GIL, and for a source that waits on a
 /// network on a thread of its own, so that Ctrl-C interrupts a slow open (see
 /// [`super::remote::interruptible`]).

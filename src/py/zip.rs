@@ -11,7 +11,7 @@ use super::array::{empty, fresh_bytes, numpy_dtype, Outputs, RawOut};
 use super::errors::{invalid_argument, IntoPyResult};
 use super::options::{zip_limits, Dict};
 use super::reader::Reader;
-use super::source::{array_source, opening, source_of};
+use super::source::{array_source, open_with};
 use crate::batch::pool;
 use crate::batch::tiling::resolve_indices;
 use crate::error::Error;
@@ -54,9 +54,7 @@ impl ZipArchive {
         let d = Dict::new(options)?;
         let limits = zip_limits(&d)?;
         let threads = d.opt("num_threads")?;
-        let source = source_of(py, source, "<buffer>")?;
-        let opened = source.clone();
-        let index = opening(py, &source, move || ZipIndex::open(opened, limits))?;
+        let index = open_with(py, source, "<buffer>", move |s| ZipIndex::open(s, limits))?;
         Ok(ZipArchive {
             index: Arc::new(index),
             threads,
@@ -188,11 +186,8 @@ fn open_npz_rows(
     let d = Dict::new(options)?;
     let limits = zip_limits(&d)?;
     let num_threads: Option<usize> = d.opt("num_threads")?;
-    let source = source_of(py, source, "<bytes>")?;
-    let opened = source.clone();
-    let index = opening(py, &source, move || {
-        let zip = ZipIndex::open(opened, limits)?;
-        NpyRows::open_npz(zip, keys, num_threads)
+    let index = open_with(py, source, "<bytes>", move |s| {
+        NpyRows::open_npz(ZipIndex::open(s, limits)?, keys, num_threads)
     })?;
     Reader::new(py, Arc::new(index))
 }
@@ -206,10 +201,8 @@ fn load_npz_file<'py>(
     options: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let limits = zip_limits(&Dict::new(options)?)?;
-    let source = source_of(py, source, "<buffer>")?;
-    let opened = source.clone();
-    let (index, contents) = opening(py, &source, move || {
-        let index = ZipIndex::open(opened, limits)?;
+    let (index, contents) = open_with(py, source, "<buffer>", move |s| {
+        let index = ZipIndex::open(s, limits)?;
         let contents = pool::install_sized(None, npz::load_work(&index), || npz::contents(&index))?;
         Ok::<_, Error>((index, contents))
     })?;

@@ -171,61 +171,79 @@ pub fn shown(path: &Path) -> String {
     out
 }
 
+/// A path, how messages show it, and its stamp when first opened: what both file sources
+/// keep.
+struct Stamped {
+    path: PathBuf,
+    name: String,
+    stamp: FileStamp,
+}
+
+impl Stamped {
+    /// Opens `path` (a regular file, see [`open_regular`]) and stamps it.
+    fn open(path: PathBuf) -> Result<(Stamped, File)> {
+        let name = shown(&path);
+        let file = open_regular(&path)?;
+        let meta = file.metadata().map_err(|e| Error::io(&name, e))?;
+        let stamp = FileStamp::of(&meta);
+        Ok((Stamped { path, name, stamp }, file))
+    }
+
+    /// Fills `buf` from `file` at `offset`, inside the length stamped.
+    fn read(&self, file: &File, offset: u64, buf: &mut [u8]) -> Result<()> {
+        check_range(&self.name, offset, buf.len(), self.stamp.len)?;
+        read_exact_at(file, offset, buf).map_err(|e| Error::io(&self.name, e))
+    }
+}
+
 /// One file read by many threads (a ZIP archive, an HDF5 file) through a single descriptor.
 /// `pread` keeps no cursor, so the descriptor is shared by threads and stays valid in forked
 /// children, which inherit it; a reader pickled for `spawn` opens the path again.
 pub struct LocalFile {
-    path: PathBuf,
-    name: String,
+    at: Stamped,
     file: File,
-    stamp: FileStamp,
 }
 
 impl LocalFile {
     /// Opens `path` (a regular file, see [`open_regular`]) and stamps it: a read past the
     /// length it had then, or one after it was rewritten, is a `Changed` error.
     pub fn open(path: PathBuf) -> Result<LocalFile> {
-        let name = shown(&path);
-        let file = open_regular(&path)?;
-        let meta = file.metadata().map_err(|e| Error::io(&name, e))?;
-        Ok(LocalFile {
-            path,
-            name,
-            file,
-            stamp: FileStamp::of(&meta),
-        })
+        let (at, file) = Stamped::open(path)?;
+        Ok(LocalFile { at, file })
     }
 
     /// The path the file was opened by.
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.at.path
     }
 
     /// The file's stamp when it was opened.
     pub fn stamp(&self) -> FileStamp {
-        self.stamp
+        self.at.stamp
     }
 }
 
 impl Source for LocalFile {
     fn len(&self) -> u64 {
-        self.stamp.len
+        self.at.stamp.len
     }
 
     fn name(&self) -> &str {
-        &self.name
+        &self.at.name
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        check_range(&self.name, offset, buf.len(), self.stamp.len)?;
-        read_exact_at(&self.file, offset, buf).map_err(|e| Error::io(&self.name, e))
+        self.at.read(&self.file, offset, buf)
     }
 
     /// The open descriptor's file against its stamp: rewritten in place since (a new
     /// modification time, or length) is `Changed`.
     fn verify(&self) -> Result<()> {
-        let meta = self.file.metadata().map_err(|e| Error::io(&self.name, e))?;
-        check_stamp(&self.name, self.stamp, &meta)
+        let meta = self
+            .file
+            .metadata()
+            .map_err(|e| Error::io(&self.at.name, e))?;
+        check_stamp(&self.at.name, self.at.stamp, &meta)
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -236,9 +254,7 @@ impl Source for LocalFile {
 /// A file opened for each read, checked each time against the stamp it had when the reader
 /// first opened it: a file replaced or rewritten since is an error, not garbage.
 pub struct StampedPath {
-    path: PathBuf,
-    name: String,
-    stamp: FileStamp,
+    at: Stamped,
     /// The descriptor the stamp was taken from, read through until the format has opened
     /// ([`Source::opened`]): a reader of many files opens each once to open itself.
     held: Mutex<Option<File>>,
@@ -248,13 +264,9 @@ impl StampedPath {
     /// `path` as it is now (opened to stamp it, and kept open until [`Source::opened`]; see
     /// [`open_regular`]).
     pub fn open(path: PathBuf) -> Result<StampedPath> {
-        let name = shown(&path);
-        let file = open_regular(&path)?;
-        let meta = file.metadata().map_err(|e| Error::io(&name, e))?;
+        let (at, file) = Stamped::open(path)?;
         Ok(StampedPath {
-            path,
-            name,
-            stamp: FileStamp::of(&meta),
+            at,
             held: Mutex::new(Some(file)),
         })
     }
@@ -271,48 +283,47 @@ impl StampedPath {
     pub fn with_stamp(path: PathBuf, stamp: FileStamp) -> StampedPath {
         let name = shown(&path);
         StampedPath {
-            path,
-            name,
-            stamp,
+            at: Stamped { path, name, stamp },
             held: Mutex::new(None),
         }
     }
 
     /// The file's stamp when it was first opened.
     pub fn stamp(&self) -> FileStamp {
-        self.stamp
+        self.at.stamp
     }
 
     /// The path.
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.at.path
     }
 }
 
 impl Source for StampedPath {
     fn len(&self) -> u64 {
-        self.stamp.len
+        self.at.stamp.len
     }
 
     fn name(&self) -> &str {
-        &self.name
+        &self.at.name
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        check_range(&self.name, offset, buf.len(), self.stamp.len)?;
+        let at = &self.at;
         if let Some(file) = &*self.held.lock().unwrap_or_else(|p| p.into_inner()) {
-            return read_exact_at(file, offset, buf).map_err(|e| Error::io(&self.name, e));
+            return at.read(file, offset, buf);
         }
-        let f = open_regular(&self.path).map_err(|e| match e.kind() {
+        check_range(&at.name, offset, buf.len(), at.stamp.len)?;
+        let f = open_regular(&at.path).map_err(|e| match e.kind() {
             // It was a regular file when the reader opened it.
             ErrorKind::Io if e.io_kind().is_none() => {
-                changed(self.name.clone(), "it is no longer a regular file")
+                changed(at.name.clone(), "it is no longer a regular file")
             }
             _ => e,
         })?;
-        let meta = f.metadata().map_err(|e| Error::io(&self.name, e))?;
-        check_stamp(&self.name, self.stamp, &meta)?;
-        read_exact_at(&f, offset, buf).map_err(|e| Error::io(&self.name, e))
+        let meta = f.metadata().map_err(|e| Error::io(&at.name, e))?;
+        check_stamp(&at.name, at.stamp, &meta)?;
+        at.read(&f, offset, buf)
     }
 
     /// Lets the descriptor taken to open go: reads from now on open the file each time.
