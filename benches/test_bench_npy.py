@@ -9,6 +9,11 @@ every variant's result (see conftest's docstring for the rules). Groups:
   ``np.stack([np.load(p) for p in ...])``; reference: the seed users' Dataset
   (``torch.from_numpy(np.load(path))`` per item, ``torch.stack``); limit: numpy gather-copy of
   the same rows from RAM; packread ``NpyReader.batch(idx)`` and with ``out=``.
+- ``npy-rows-img``: the same 2,048 samples as the rows of one ``X.npy`` (403 MB), the layout
+  ``np.load(path, mmap_mode="r")[idx]`` reads (the baseline: the memmap opened once, as a
+  training loop keeps it); anchor: two threads of ``os.preadv`` of each row; limit: numpy
+  gather-copy from RAM; packread ``NpyReader(path).batch(idx)`` and with ``out=``. The 4 GiB
+  warm (first touch and steady) and cold comparison is ``benches/bench_npy_rows.py``.
 - ``npy-bytes`` / ``npy-file``: one array from ``bytes`` in memory or from a path (no batches:
   per-call cost), ``np.load`` against ``packread.load_npy``.
 """
@@ -17,6 +22,8 @@ from __future__ import annotations
 
 import io
 import itertools
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -33,6 +40,8 @@ from conftest import (
     fresh_batches,
     gather_limits,
     torch_threads,
+    two_thread_pool,
+    warm_page_cache,
 )
 from torch.utils.data import Dataset
 
@@ -86,6 +95,50 @@ def test_folder(benchmark: Any, npy_folder: NpyFolder) -> None:
             nbytes=BATCH * npy_folder.sample_bytes,
             note=TORCH_NOTE,
         )
+
+
+def test_rows(benchmark: Any, npy_img: NpyFolder, tmp_path: Path) -> None:
+    npy_folder = npy_img  # the image samples, as the rows of one array
+    data = npy_folder.data
+    path = tmp_path / "X.npy"
+    np.save(path, data)
+    warm_page_cache([path])
+    mm = np.load(path, mmap_mode="r")
+    reader = packread.NpyReader(str(path))
+    out = np.empty((BATCH, *reader.shape), dtype=reader.dtype)
+    fd = os.open(path, os.O_RDONLY)
+    row_bytes, offset = npy_folder.sample_bytes, mm.offset
+    anchor_out = np.empty((BATCH, row_bytes), np.uint8)
+    pool = two_thread_pool()
+
+    def one(j: int, i: int) -> None:
+        assert os.preadv(fd, [anchor_out[j]], offset + int(i) * row_bytes) == row_bytes
+
+    def anchor(idx: np.ndarray) -> np.ndarray:
+        list(pool.map(one, range(len(idx)), idx))
+        return anchor_out.view(data.dtype).reshape((BATCH, *data.shape[1:]))
+
+    variants = [
+        Variant("baseline", "np.load(path, mmap_mode='r')[idx]", lambda idx: mm[idx]),
+        Variant("anchor", "2 threads of os.preadv of each row into a preallocated array", anchor),
+        *gather_limits(data),
+        Variant("packread", "NpyReader(path).batch(idx)", reader.batch),
+        Variant(
+            "packread", "NpyReader(path).batch(idx, out=buf)", lambda i: reader.batch(i, out=out)
+        ),
+    ]
+    try:
+        compare(
+            benchmark,
+            group="npy-rows-img",
+            variants=variants,
+            batches=fresh_batches(len(data), BATCH, SEED + 300),
+            check=expect_rows(data),
+            samples=BATCH,
+            nbytes=BATCH * row_bytes,
+        )
+    finally:
+        os.close(fd)
 
 
 def test_bytes(benchmark: Any, npy_blob: NpyBlob) -> None:
