@@ -28,10 +28,12 @@ The rules every benchmark here follows, and the helper that implements each:
 To add a comparison (a new bench file needs nothing else): build the ``Variant`` list, then call
 ``compare(benchmark, group=..., variants=..., batches=fresh_batches(n), check=expect_rows(data),
 samples=..., nbytes=...)``; for work that takes no batch pass ``batches=itertools.repeat(None)``
-and ``check=expect_arrays(...)`` (``SMALL_CALLS`` for microsecond-sized calls). ``compare``
-stores ``extra_info["variants"]`` (per variant: role, label, note, per-call ``times`` in seconds,
-``minor_faults_per_call``), ``samples_per_call``, ``bytes_per_call``, ``case`` and the load
-average before and after (``loadavg``: 1, 5, 15 min, twice), which is what ``report.py`` reads.
+and ``check=expect_arrays(...)`` (``SMALL_CALLS`` for microsecond-sized calls).
+:func:`compare_rows` (``rows=data, n=n``) and :func:`compare_calls` (``expected=...``) make
+those two calls. ``compare`` stores ``extra_info["variants"]`` (per variant: role, label, note,
+per-call ``times`` in seconds, ``minor_faults_per_call``), ``samples_per_call``,
+``bytes_per_call``, ``case`` and the load average before and after (``loadavg``: 1, 5, 15 min,
+twice), which is what ``report.py`` reads.
 
 Roles (a row's place in the report): ``baseline`` the code packread replaces, one per
 comparison at most (the peer-loader groups of ``test_bench_loaders.py`` have none);
@@ -341,6 +343,56 @@ def _checked(v: Variant, check: Check, idx: Any, got: Any) -> None:
         raise AssertionError(f"{v.role} `{v.label}` returned wrong data: {e}") from e
 
 
+def _arrays(a: np.ndarray | Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    return list(a.values()) if isinstance(a, Mapping) else [a]
+
+
+def row_bytes(rows: np.ndarray | Mapping[str, np.ndarray]) -> int:
+    """Bytes of one sample of ``rows``: its first row (summed over the arrays of a mapping)."""
+    return sum(int(a[0].nbytes) for a in _arrays(rows))
+
+
+def compare_rows(
+    benchmark: Any,
+    *,
+    rows: np.ndarray | Mapping[str, np.ndarray],
+    n: int,
+    seed: int = SEED,
+    k: int = BATCH,
+    **kw: Any,
+) -> None:
+    """:func:`compare` for batch reads: every call reads its own fresh batch of ``k`` random
+    indices in ``range(n)`` (``fresh_batches(n, k, seed)``) and is checked against
+    ``rows[idx]`` (:func:`expect_rows`); a call returns ``k`` samples of :func:`row_bytes`
+    each. ``kw``: the rest of :func:`compare`'s arguments."""
+    compare(
+        benchmark,
+        batches=fresh_batches(n, k, seed),
+        check=expect_rows(rows),
+        samples=k,
+        nbytes=k * row_bytes(rows),
+        **kw,
+    )
+
+
+def compare_calls(
+    benchmark: Any, *, expected: np.ndarray | Mapping[str, np.ndarray], **kw: Any
+) -> None:
+    """:func:`compare` for microsecond-sized calls that take no batch (one array or archive
+    from bytes or a path): ``SMALL_CALLS`` timing, each result checked against ``expected``
+    (:func:`expect_arrays`), one sample of ``expected``'s bytes per call. ``kw``: the rest of
+    :func:`compare`'s arguments."""
+    compare(
+        benchmark,
+        batches=itertools.repeat(None),
+        check=expect_arrays(expected),
+        samples=1,
+        nbytes=sum(a.nbytes for a in _arrays(expected)),
+        **SMALL_CALLS,
+        **kw,
+    )
+
+
 # --- data sets ---------------------------------------------------------------------------------
 
 
@@ -375,10 +427,6 @@ class NpyFolder:
     name: str
     paths: list[str]
     data: np.ndarray = field(repr=False)
-
-    @property
-    def sample_bytes(self) -> int:
-        return int(self.data[0].nbytes)
 
 
 @dataclass(frozen=True)
@@ -473,10 +521,6 @@ class ZipSet:
     #: Sum of the members' sizes over the sum of their stored sizes.
     compression: float
 
-    @property
-    def sample_bytes(self) -> int:
-        return int(self.data[0].nbytes)
-
 
 @dataclass(frozen=True)
 class NpzFolder:
@@ -487,10 +531,6 @@ class NpzFolder:
     arrays: dict[str, np.ndarray] = field(repr=False)
     #: Bytes of the arrays over bytes of the files (headers included).
     compression: float
-
-    @property
-    def sample_bytes(self) -> int:
-        return sum(int(a[0].nbytes) for a in self.arrays.values())
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ every variant's result (see conftest's docstring for the rules). Groups:
 from __future__ import annotations
 
 import io
-import itertools
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,13 +23,10 @@ import torch
 from conftest import (
     BATCH,
     SEED,
-    SMALL_CALLS,
     TORCH_NOTE,
     Variant,
-    compare,
-    expect_arrays,
-    expect_rows,
-    fresh_batches,
+    compare_calls,
+    compare_rows,
     gather_limits,
     torch_threads,
 )
@@ -76,21 +72,20 @@ def test_folder(benchmark: Any, npy_folder: NpyFolder) -> None:
         Variant("packread", "NpyReader.batch(idx, out=buf)", lambda i: reader.batch(i, out=out)),
     ]
     with torch_threads(1):  # as in the DataLoader workers the seed Dataset runs in
-        compare(
+        compare_rows(
             benchmark,
             group=f"npy-folder-{npy_folder.name}",
             variants=variants,
-            batches=fresh_batches(len(paths), BATCH, SEED + 100),
-            check=expect_rows(npy_folder.data),
-            samples=BATCH,
-            nbytes=BATCH * npy_folder.sample_bytes,
+            rows=npy_folder.data,
+            n=len(paths),
+            seed=SEED + 100,
             note=TORCH_NOTE,
         )
 
 
 def test_bytes(benchmark: Any, npy_blob: NpyBlob) -> None:
     b = npy_blob.blob
-    compare(
+    compare_calls(
         benchmark,
         group="npy-bytes",
         case=npy_blob.case,
@@ -98,17 +93,13 @@ def test_bytes(benchmark: Any, npy_blob: NpyBlob) -> None:
             Variant("baseline", "np.load(io.BytesIO(b))", lambda _: np.load(io.BytesIO(b))),
             Variant("packread", "packread.load_npy(b)", lambda _: packread.load_npy(b)),
         ],
-        batches=itertools.repeat(None),
-        check=expect_arrays(npy_blob.array),
-        samples=1,
-        nbytes=npy_blob.array.nbytes,
-        **SMALL_CALLS,
+        expected=npy_blob.array,
     )
 
 
 def test_file(benchmark: Any, npy_blob: NpyBlob) -> None:
     p = npy_blob.path
-    compare(
+    compare_calls(
         benchmark,
         group="npy-file",
         case=npy_blob.case,
@@ -116,9 +107,5 @@ def test_file(benchmark: Any, npy_blob: NpyBlob) -> None:
             Variant("baseline", "np.load(path)", lambda _: np.load(p)),
             Variant("packread", "packread.load_npy(path)", lambda _: packread.load_npy(p)),
         ],
-        batches=itertools.repeat(None),
-        check=expect_arrays(npy_blob.array),
-        samples=1,
-        nbytes=npy_blob.array.nbytes,
-        **SMALL_CALLS,
+        expected=npy_blob.array,
     )

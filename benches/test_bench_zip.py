@@ -26,7 +26,6 @@ random batch of 64 every call, every result checked; see conftest's docstring). 
 from __future__ import annotations
 
 import io
-import itertools
 import zipfile
 from typing import TYPE_CHECKING, Any
 
@@ -37,13 +36,10 @@ from conftest import (
     BATCH,
     IMAGE_SHAPE,
     SEED,
-    SMALL_CALLS,
     TORCH_NOTE,
     Variant,
-    compare,
-    expect_arrays,
-    expect_rows,
-    fresh_batches,
+    compare_calls,
+    compare_rows,
     gather_limits,
     torch_threads,
 )
@@ -94,14 +90,13 @@ class SeedZipDataset(Dataset):
 def _zip_compare(
     benchmark: Any, group: str, zs: ZipSet, variants: list[Variant], **extra: Any
 ) -> None:
-    compare(
+    compare_rows(
         benchmark,
         group=group,
         variants=variants,
-        batches=fresh_batches(len(zs.names), BATCH, SEED + 200),
-        check=expect_rows(zs.data),
-        samples=BATCH,
-        nbytes=BATCH * zs.sample_bytes,
+        rows=zs.data,
+        n=len(zs.names),
+        seed=SEED + 200,
         compression=zs.compression,
         **extra,
     )
@@ -220,7 +215,7 @@ def test_npz_files(benchmark: Any, npz_folder: NpzFolder) -> None:
         return {"image": np.stack(images), "mask": np.stack(masks)}
 
     stored = npz_folder.name == "stored"
-    compare(
+    compare_rows(
         benchmark,
         group="npz-files" if stored else f"npz-files-{npz_folder.name}",
         variants=[
@@ -240,10 +235,9 @@ def test_npz_files(benchmark: Any, npz_folder: NpzFolder) -> None:
                 lambda idx: reader.batch(idx, out=outs),
             ),
         ],
-        batches=fresh_batches(len(paths), BATCH, SEED + 210),
-        check=expect_rows(npz_folder.arrays),
-        samples=BATCH,
-        nbytes=BATCH * npz_folder.sample_bytes,
+        rows=npz_folder.arrays,
+        n=len(paths),
+        seed=SEED + 210,
         compression=npz_folder.compression,
     )
 
@@ -253,7 +247,7 @@ def test_npz_files(benchmark: Any, npz_folder: NpzFolder) -> None:
 
 def test_npz_bytes(benchmark: Any, npz_blob: NpzBlob) -> None:
     b = npz_blob.blob
-    compare(
+    compare_calls(
         benchmark,
         group="npz-bytes",
         case=npz_blob.case,
@@ -264,9 +258,5 @@ def test_npz_bytes(benchmark: Any, npz_blob: NpzBlob) -> None:
             Variant("reference", "dict(spdl.io.load_npz(b))", lambda _: dict(spdl.io.load_npz(b))),
             Variant("packread", "packread.load_npz(b)", lambda _: packread.load_npz(b)),
         ],
-        batches=itertools.repeat(None),
-        check=expect_arrays(npz_blob.arrays),
-        samples=1,
-        nbytes=sum(a.nbytes for a in npz_blob.arrays.values()),
-        **SMALL_CALLS,
+        expected=npz_blob.arrays,
     )
