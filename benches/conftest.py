@@ -30,10 +30,10 @@ To add a comparison (a new bench file needs nothing else): build the ``Variant``
 samples=..., nbytes=...)``; for work that takes no batch pass ``batches=itertools.repeat(None)``
 and ``check=expect_arrays(...)`` (``SMALL_CALLS`` for microsecond-sized calls).
 :func:`compare_rows` (``rows=data, n=n``) and :func:`compare_calls` (``expected=...``) make
-those two calls. ``compare`` stores ``extra_info["variants"]`` (per variant: role, label, note,
-per-call ``times`` in seconds, ``minor_faults_per_call``), ``samples_per_call``,
-``bytes_per_call``, ``case`` and the load average before and after (``loadavg``: 1, 5, 15 min,
-twice), which is what ``report.py`` reads.
+those two calls, :func:`compare_epochs` the one for whole epochs. ``compare`` stores
+``extra_info["variants"]`` (per variant: role, label, note, per-call ``times`` in seconds,
+``minor_faults_per_call``), ``samples_per_call``, ``bytes_per_call``, ``case`` and the load
+average before and after (``loadavg``: 1, 5, 15 min, twice), which is what ``report.py`` reads.
 
 Roles (a row's place in the report): ``baseline`` the code packread replaces, one per
 comparison at most (the peer-loader groups of ``test_bench_loaders.py`` have none);
@@ -391,6 +391,28 @@ def compare_calls(
         **SMALL_CALLS,
         **kw,
     )
+
+
+def compare_epochs(benchmark: Any, *, variants: list[Variant], **kw: Any) -> None:
+    """:func:`compare` for variants whose every call is one whole epoch (``load(None)``; no
+    batches): inside :func:`torch_threads` ``(1)`` as in a DataLoader worker, one untimed
+    warm-up epoch each; afterwards, whatever happened, ``close()`` of every variant's ``load``
+    that has one (lets its workers and threads go). ``kw``: the rest of :func:`compare`'s
+    arguments."""
+    try:
+        with torch_threads(1):
+            compare(
+                benchmark,
+                variants=variants,
+                batches=itertools.repeat(None),
+                warmup_rounds=1,
+                **kw,
+            )
+    finally:
+        for v in variants:
+            close = getattr(v.load, "close", None)
+            if callable(close):
+                close()
 
 
 # --- data sets ---------------------------------------------------------------------------------
