@@ -62,22 +62,25 @@ def h5_src(tmp_path):
     return path
 
 
-@pytest.fixture
-def npy_folder(tmp_path):
-    folder = tmp_path / "npy"
+def sample_files(folder, ext, save):
+    """``folder`` with one file ``NNN.<ext>`` per image, written by ``save(path, i, image)``."""
     folder.mkdir()
     for i, im in enumerate(images()):
-        np.save(folder / f"{i:03d}.npy", im.astype("<f4"))
+        save(folder / f"{i:03d}.{ext}", i, im)
     return folder
+
+
+@pytest.fixture
+def npy_folder(tmp_path):
+    return sample_files(tmp_path / "npy", "npy", lambda p, i, im: np.save(p, im.astype("<f4")))
 
 
 @pytest.fixture
 def npz_folder(tmp_path):
-    folder = tmp_path / "npz"
-    folder.mkdir()
-    for i, im in enumerate(images()):
-        np.savez_compressed(folder / f"{i:03d}.npz", image=im, label=np.int64(i))
-    return folder
+    def save(path, i, im):
+        np.savez_compressed(path, image=im, label=np.int64(i))
+
+    return sample_files(tmp_path / "npz", "npz", save)
 
 
 @pytest.mark.parametrize("codec", CODECS)
