@@ -21,8 +21,8 @@ The rules every benchmark here follows, and the helper that implements each:
   result before any timing and its last result after timing (:func:`expect_rows`,
   :func:`expect_arrays`), on fresh batches, so a broken or stale path fails the run.
 - **torch as in the seed's workers.** Comparisons holding a seed Dataset class run inside
-  :func:`torch_threads` ``(1)``, as DataLoader workers do; otherwise torch's spinning OpenMP
-  threads slow down whichever variant runs next.
+  :func:`torch_threads` ``(1)``, as DataLoader workers do (``compare_rows(seed_dataset=True)``);
+  otherwise torch's spinning OpenMP threads slow down whichever variant runs next.
 - Ratios only, never timing assertions: ``make test`` does not collect ``benches/``.
 
 To add a comparison (a new bench file needs nothing else): build the ``Variant`` list, then call
@@ -55,7 +55,7 @@ import time
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -359,20 +359,26 @@ def compare_rows(
     n: int,
     seed: int = SEED,
     k: int = BATCH,
+    seed_dataset: bool = False,
     **kw: Any,
 ) -> None:
     """:func:`compare` for batch reads: every call reads its own fresh batch of ``k`` random
     indices in ``range(n)`` (``fresh_batches(n, k, seed)``) and is checked against
     ``rows[idx]`` (:func:`expect_rows`); a call returns ``k`` samples of :func:`row_bytes`
-    each. ``kw``: the rest of :func:`compare`'s arguments."""
-    compare(
-        benchmark,
-        batches=fresh_batches(n, k, seed),
-        check=expect_rows(rows),
-        samples=k,
-        nbytes=k * row_bytes(rows),
-        **kw,
-    )
+    each. ``seed_dataset``: a variant is a seed users' Dataset class, so the comparison runs
+    inside :func:`torch_threads` ``(1)`` as in the DataLoader workers it runs in, and its note
+    says so (``TORCH_NOTE``). ``kw``: the rest of :func:`compare`'s arguments."""
+    if seed_dataset:
+        kw["note"] = TORCH_NOTE
+    with torch_threads(1) if seed_dataset else nullcontext():
+        compare(
+            benchmark,
+            batches=fresh_batches(n, k, seed),
+            check=expect_rows(rows),
+            samples=k,
+            nbytes=k * row_bytes(rows),
+            **kw,
+        )
 
 
 def compare_calls(

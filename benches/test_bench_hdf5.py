@@ -36,13 +36,11 @@ import torch
 from conftest import (
     BATCH,
     SEED,
-    TORCH_NOTE,
     Variant,
     compare_rows,
     expect_rows,
     gather_limits,
     smooth_images,
-    torch_threads,
     two_thread_pool,
     warm_page_cache,
 )
@@ -227,19 +225,18 @@ def test_h5(benchmark: Any, h5_set: H5Set) -> None:
         ),
     ]
     try:
-        with torch_threads(1):  # as in the DataLoader workers the seed Dataset runs in
-            compare_rows(
-                benchmark,
-                group=f"hdf5-{h5_set.name}",
-                variants=variants,
-                rows=h5_set.arrays,
-                n=N_SAMPLES,
-                seed=SEED + 300,
-                compression=h5_set.compression,
-                note=TORCH_NOTE,
-                # Fancy indexing's three rounds take ~5 s of the time budget.
-                max_time=14.0 if raw else 8.0,
-            )
+        compare_rows(
+            benchmark,
+            group=f"hdf5-{h5_set.name}",
+            variants=variants,
+            rows=h5_set.arrays,
+            n=N_SAMPLES,
+            seed=SEED + 300,
+            seed_dataset=True,
+            compression=h5_set.compression,
+            # Fancy indexing's three rounds take ~5 s of the time budget.
+            max_time=14.0 if raw else 8.0,
+        )
     finally:
         f.close()
         os.close(fd)

@@ -23,12 +23,10 @@ import torch
 from conftest import (
     BATCH,
     SEED,
-    TORCH_NOTE,
     Variant,
     compare_calls,
     compare_rows,
     gather_limits,
-    torch_threads,
 )
 from torch.utils.data import Dataset
 
@@ -71,16 +69,15 @@ def test_folder(benchmark: Any, npy_folder: NpyFolder) -> None:
         Variant("packread", "NpyReader.batch(idx)", reader.batch),
         Variant("packread", "NpyReader.batch(idx, out=buf)", lambda i: reader.batch(i, out=out)),
     ]
-    with torch_threads(1):  # as in the DataLoader workers the seed Dataset runs in
-        compare_rows(
-            benchmark,
-            group=f"npy-folder-{npy_folder.name}",
-            variants=variants,
-            rows=npy_folder.data,
-            n=len(paths),
-            seed=SEED + 100,
-            note=TORCH_NOTE,
-        )
+    compare_rows(
+        benchmark,
+        group=f"npy-folder-{npy_folder.name}",
+        variants=variants,
+        rows=npy_folder.data,
+        n=len(paths),
+        seed=SEED + 100,
+        seed_dataset=True,
+    )
 
 
 def test_bytes(benchmark: Any, npy_blob: NpyBlob) -> None:

@@ -36,12 +36,10 @@ from conftest import (
     BATCH,
     IMAGE_SHAPE,
     SEED,
-    TORCH_NOTE,
     Variant,
     compare_calls,
     compare_rows,
     gather_limits,
-    torch_threads,
 )
 from torch.utils.data import Dataset, get_worker_info
 
@@ -154,8 +152,7 @@ def test_raw(benchmark: Any, zip_raw: ZipSet) -> None:
                 note="CRC-32 not checked (the baseline checks it)",
             ),
         ]
-        with torch_threads(1):  # as in the DataLoader workers the seed Dataset runs in
-            _zip_compare(benchmark, f"zip-raw-{zip_raw.name}", zip_raw, variants, note=TORCH_NOTE)
+        _zip_compare(benchmark, f"zip-raw-{zip_raw.name}", zip_raw, variants, seed_dataset=True)
     seed_ds.close()
 
 
