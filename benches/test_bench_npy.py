@@ -20,14 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from conftest import (
-    BATCH,
-    SEED,
-    Variant,
-    compare_calls,
-    compare_rows,
-    gather_limits,
-)
+from conftest import BATCH, SEED, Variant, compare_calls, compare_rows, gather_limits
 from torch.utils.data import Dataset
 
 import packread

@@ -32,15 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import spdl.io
 import torch
-from conftest import (
-    BATCH,
-    IMAGE_SHAPE,
-    SEED,
-    Variant,
-    compare_calls,
-    compare_rows,
-    gather_limits,
-)
+from conftest import BATCH, IMAGE_SHAPE, SEED, Variant, compare_calls, compare_rows, gather_limits
 from torch.utils.data import Dataset, get_worker_info
 
 import packread
