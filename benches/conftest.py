@@ -21,15 +21,17 @@ The rules every benchmark here follows, and the helper that implements each:
   result before any timing and its last result after timing (:func:`expect_rows`,
   :func:`expect_arrays`), on fresh batches, so a broken or stale path fails the run.
 - **torch as in the seed's workers.** Comparisons holding a seed Dataset class run inside
-  :func:`torch_threads` ``(1)``, as DataLoader workers do; otherwise torch's spinning OpenMP
-  threads slow down whichever variant runs next.
+  :func:`torch_threads` ``(1)``, as DataLoader workers do (``compare_rows(seed_dataset=True)``);
+  otherwise torch's spinning OpenMP threads slow down whichever variant runs next.
 - Ratios only, never timing assertions: ``make test`` does not collect ``benches/``.
 
 To add a comparison (a new bench file needs nothing else): build the ``Variant`` list, then call
 ``compare(benchmark, group=..., variants=..., batches=fresh_batches(n), check=expect_rows(data),
 samples=..., nbytes=...)``; for work that takes no batch pass ``batches=itertools.repeat(None)``
-and ``check=expect_arrays(...)`` (``SMALL_CALLS`` for microsecond-sized calls). ``compare``
-stores ``extra_info["variants"]`` (per variant: role, label, note, per-call ``times`` in seconds,
+and ``check=expect_arrays(...)`` (``SMALL_CALLS`` for microsecond-sized calls).
+:func:`compare_rows` (``rows=data, n=n``) and :func:`compare_calls` (``expected=...``) make
+those two calls, :func:`compare_epochs` the one for whole epochs. ``compare`` stores
+``extra_info["variants"]`` (per variant: role, label, note, per-call ``times`` in seconds,
 ``minor_faults_per_call``), ``samples_per_call``, ``bytes_per_call``, ``case`` and the load
 average before and after (``loadavg``: 1, 5, 15 min, twice), which is what ``report.py`` reads.
 
@@ -53,7 +55,7 @@ import time
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -341,6 +343,84 @@ def _checked(v: Variant, check: Check, idx: Any, got: Any) -> None:
         raise AssertionError(f"{v.role} `{v.label}` returned wrong data: {e}") from e
 
 
+def _arrays(a: np.ndarray | Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    return list(a.values()) if isinstance(a, Mapping) else [a]
+
+
+def row_bytes(rows: np.ndarray | Mapping[str, np.ndarray]) -> int:
+    """Bytes of one sample of ``rows``: its first row (summed over the arrays of a mapping)."""
+    return sum(int(a[0].nbytes) for a in _arrays(rows))
+
+
+def compare_rows(
+    benchmark: Any,
+    *,
+    rows: np.ndarray | Mapping[str, np.ndarray],
+    n: int,
+    seed: int = SEED,
+    k: int = BATCH,
+    seed_dataset: bool = False,
+    **kw: Any,
+) -> None:
+    """:func:`compare` for batch reads: every call reads its own fresh batch of ``k`` random
+    indices in ``range(n)`` (``fresh_batches(n, k, seed)``) and is checked against
+    ``rows[idx]`` (:func:`expect_rows`); a call returns ``k`` samples of :func:`row_bytes`
+    each. ``seed_dataset``: a variant is a seed users' Dataset class, so the comparison runs
+    inside :func:`torch_threads` ``(1)`` as in the DataLoader workers it runs in, and its note
+    says so (``TORCH_NOTE``). ``kw``: the rest of :func:`compare`'s arguments."""
+    if seed_dataset:
+        kw["note"] = TORCH_NOTE
+    with torch_threads(1) if seed_dataset else nullcontext():
+        compare(
+            benchmark,
+            batches=fresh_batches(n, k, seed),
+            check=expect_rows(rows),
+            samples=k,
+            nbytes=k * row_bytes(rows),
+            **kw,
+        )
+
+
+def compare_calls(
+    benchmark: Any, *, expected: np.ndarray | Mapping[str, np.ndarray], **kw: Any
+) -> None:
+    """:func:`compare` for microsecond-sized calls that take no batch (one array or archive
+    from bytes or a path): ``SMALL_CALLS`` timing, each result checked against ``expected``
+    (:func:`expect_arrays`), one sample of ``expected``'s bytes per call. ``kw``: the rest of
+    :func:`compare`'s arguments."""
+    compare(
+        benchmark,
+        batches=itertools.repeat(None),
+        check=expect_arrays(expected),
+        samples=1,
+        nbytes=sum(a.nbytes for a in _arrays(expected)),
+        **SMALL_CALLS,
+        **kw,
+    )
+
+
+def compare_epochs(benchmark: Any, *, variants: list[Variant], **kw: Any) -> None:
+    """:func:`compare` for variants whose every call is one whole epoch (``load(None)``; no
+    batches): inside :func:`torch_threads` ``(1)`` as in a DataLoader worker, one untimed
+    warm-up epoch each; afterwards, whatever happened, ``close()`` of every variant's ``load``
+    that has one (lets its workers and threads go). ``kw``: the rest of :func:`compare`'s
+    arguments."""
+    try:
+        with torch_threads(1):
+            compare(
+                benchmark,
+                variants=variants,
+                batches=itertools.repeat(None),
+                warmup_rounds=1,
+                **kw,
+            )
+    finally:
+        for v in variants:
+            close = getattr(v.load, "close", None)
+            if callable(close):
+                close()
+
+
 # --- data sets ---------------------------------------------------------------------------------
 
 
@@ -375,10 +455,6 @@ class NpyFolder:
     name: str
     paths: list[str]
     data: np.ndarray = field(repr=False)
-
-    @property
-    def sample_bytes(self) -> int:
-        return int(self.data[0].nbytes)
 
 
 @dataclass(frozen=True)
@@ -473,10 +549,6 @@ class ZipSet:
     #: Sum of the members' sizes over the sum of their stored sizes.
     compression: float
 
-    @property
-    def sample_bytes(self) -> int:
-        return int(self.data[0].nbytes)
-
 
 @dataclass(frozen=True)
 class NpzFolder:
@@ -487,10 +559,6 @@ class NpzFolder:
     arrays: dict[str, np.ndarray] = field(repr=False)
     #: Bytes of the arrays over bytes of the files (headers included).
     compression: float
-
-    @property
-    def sample_bytes(self) -> int:
-        return sum(int(a[0].nbytes) for a in self.arrays.values())
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,8 @@ import itertools
 import json
 import math
 import os
+import sys
+import warnings
 import zipfile
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -401,6 +403,31 @@ def worker_pids(loader: Any) -> list[int]:
     return [p.pid for p in getattr(it, "_workers", []) if p.pid is not None]
 
 
+def timed_epoch(
+    loader: Iterable[Any], on_batch: Callable[[Any], None], workers_of: Any = None
+) -> dict[str, float]:
+    """One epoch of ``loader`` (``on_batch`` sees every batch) and its figures, as
+    :func:`epoch_stats` reads them: time, rate, the main process's and the loop thread's CPU
+    seconds, and the CPU seconds of the worker processes of ``workers_of`` (a ``DataLoader``;
+    default ``loader``) in this epoch."""
+    from packread.cli.bench import run_epoch
+
+    before = children_cpu()
+    e = run_epoch(loader, on_batch=on_batch)
+    after = children_cpu()
+    # This loader's own workers only (started during its first epoch: from 0).
+    pids = worker_pids(loader if workers_of is None else workers_of)
+    workers = sum(after.get(p, 0.0) - before.get(p, 0.0) for p in pids)
+    return {
+        "seconds": e.seconds,
+        "rate": e.rate,
+        "main_cpu": e.main_cpu,
+        "loop_cpu": e.loop_cpu,
+        "workers_cpu": workers,
+        "samples": e.samples,
+    }
+
+
 # --------------------------------------------------------------------------------------------
 # Baselines: the tutorial's ZIP Dataset and torchvision's ImageFolder, with PIL transforms
 
@@ -594,32 +621,64 @@ def write_beton(w: ImageWorkload, path: str) -> str:
     return path
 
 
-def ffcv_loader(beton: str) -> Any:
+def ffcv_shuffled(path: str, image: list[Any], seed: int) -> Any:
+    """FFCV's ``Loader`` over the .beton ``path``: batches of 64, its own ``WORKERS`` threads,
+    ``OrderOption.RANDOM`` (from ``seed``), the file memory-mapped (``os_cache=True``: the page
+    cache), the last batch kept; ``image`` the pipeline of field ``image``, labels as tensors."""
     from ffcv.fields.basics import IntDecoder
-    from ffcv.fields.rgb_image import RandomResizedCropRGBImageDecoder
     from ffcv.loader import Loader, OrderOption
-    from ffcv.transforms import RandomHorizontalFlip, Squeeze, ToTensor
+    from ffcv.transforms import Squeeze, ToTensor
 
     return Loader(
-        beton,
+        path,
         batch_size=BATCH,
         num_workers=WORKERS,
         order=OrderOption.RANDOM,
         drop_last=False,
         os_cache=True,
-        seed=0,
-        pipelines={
-            "image": [
-                RandomResizedCropRGBImageDecoder((SIZE, SIZE), scale=SCALE, ratio=RATIO),
-                RandomHorizontalFlip(),
-                ToTensor(),
-            ],
-            "label": [IntDecoder(), ToTensor(), Squeeze()],
-        },
+        seed=seed,
+        pipelines={"image": image, "label": [IntDecoder(), ToTensor(), Squeeze()]},
     )
 
 
-class DaliEpochs:
+def ffcv_loader(beton: str) -> Any:
+    """FFCV's train pipeline: ``RandomResizedCropRGBImageDecoder`` + ``RandomHorizontalFlip``."""
+    from ffcv.fields.rgb_image import RandomResizedCropRGBImageDecoder
+    from ffcv.transforms import RandomHorizontalFlip, ToTensor
+
+    crop = RandomResizedCropRGBImageDecoder((SIZE, SIZE), scale=SCALE, ratio=RATIO)
+    return ffcv_shuffled(beton, [crop, RandomHorizontalFlip(), ToTensor()], seed=0)
+
+
+class DaliPipelineEpochs:
+    """A DALI pipeline whose outputs are ``(images, labels)`` and whose reader is named
+    ``"reader"``, built; iterating it gives one epoch (``DALIGenericIterator``, the last batch
+    partial) of ``(images, labels)`` tensors."""
+
+    def __init__(self, pipe: Any) -> None:
+        from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
+
+        self.pipe = pipe
+        self.pipe.build()
+        self.it: Any = DALIGenericIterator(
+            [self.pipe],
+            ["images", "labels"],
+            reader_name="reader",
+            last_batch_policy=LastBatchPolicy.PARTIAL,
+            auto_reset=True,
+        )
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for out in self.it:
+            yield out[0]["images"], out[0]["labels"]
+
+    def close(self) -> None:
+        """Lets the pipeline's threads go."""
+        self.it = None
+        self.pipe = None
+
+
+class DaliEpochs(DaliPipelineEpochs):
     """DALI's CPU pipeline over the ImageFolder tree (classes from the sorted folder names, as
     ImageFolder's): ``fn.readers.file(random_shuffle=True)``,
     ``fn.decoders.image_random_crop(device="cpu")``, ``fn.resize`` to 224x224,
@@ -628,7 +687,6 @@ class DaliEpochs:
 
     def __init__(self, w: ImageWorkload) -> None:
         from nvidia.dali import fn, pipeline_def, types
-        from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 
         @pipeline_def(batch_size=BATCH, num_threads=WORKERS, device_id=None, seed=0)
         def pipe():
@@ -646,24 +704,7 @@ class DaliEpochs:
             images = fn.flip(images, horizontal=fn.random.coin_flip())
             return images, labels
 
-        self.pipe = pipe()
-        self.pipe.build()
-        self.it = DALIGenericIterator(
-            [self.pipe],
-            ["images", "labels"],
-            reader_name="reader",
-            last_batch_policy=LastBatchPolicy.PARTIAL,
-            auto_reset=True,
-        )
-
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        for out in self.it:
-            yield out[0]["images"], out[0]["labels"]
-
-    def close(self) -> None:
-        """Lets the pipeline's threads go."""
-        self.it = None
-        self.pipe = None
+        super().__init__(pipe())
 
 
 # --------------------------------------------------------------------------------------------
@@ -709,6 +750,15 @@ def pack_reader(source: str, train: bool, **options: Any) -> packread.ImageReade
 # Which peers are installed
 
 
+def skip_peer(skipped: dict[str, str], bench: str, label: str, reason: str) -> None:
+    """Records variant ``label`` of the ``bench`` benchmark as left out for ``reason`` (in
+    ``skipped``, for ``extra_info["skipped"]``), and says so on stderr and as a warning."""
+    skipped[label] = reason
+    msg = f"{bench} benchmark: `{label}` left out: {reason}"
+    print(msg, file=sys.stderr)
+    warnings.warn(msg, stacklevel=2)
+
+
 def missing(module: str) -> str | None:
     """Why a peer cannot run here (``None``: it can)."""
     try:
@@ -723,6 +773,21 @@ def missing(module: str) -> str | None:
         except Exception as e:
             return f"PyTurboJPEG cannot load libturbojpeg ({e}); `make bench-peers` installs it"
     return None
+
+
+def run_group(
+    benchmark: Any, runs: Mapping[str, tuple[str, str, Any]], skipped: dict[str, str], **kw: Any
+) -> None:
+    """One comparison of whole-epoch loaders (``conftest.compare_epochs``, ``kw`` its
+    arguments): ``runs`` maps each variant's label to its role, note and epoch runner (a
+    ``load`` keeping its epochs' figures in ``.epochs``). Records their :func:`epoch_stats` in
+    ``extra_info["epochs"]`` and the peers left out in ``extra_info["skipped"]``."""
+    from conftest import Variant, compare_epochs  # benches/conftest.py: under pytest only
+
+    variants = [Variant(role, label, run, note=note) for label, (role, note, run) in runs.items()]
+    compare_epochs(benchmark, variants=variants, **kw)
+    benchmark.extra_info["epochs"] = epoch_stats({v.label: v.load for v in variants})
+    benchmark.extra_info["skipped"] = skipped
 
 
 def epoch_stats(runs: Mapping[str, Any]) -> dict[str, dict[str, float]]:

@@ -36,14 +36,11 @@ import torch
 from conftest import (
     BATCH,
     SEED,
-    TORCH_NOTE,
     Variant,
-    compare,
+    compare_rows,
     expect_rows,
-    fresh_batches,
     gather_limits,
     smooth_images,
-    torch_threads,
     two_thread_pool,
     warm_page_cache,
 )
@@ -72,10 +69,6 @@ class H5Set:
     arrays: dict[str, np.ndarray] = field(repr=False)
     #: Bytes of the arrays over bytes stored for them.
     compression: float
-
-    @property
-    def sample_bytes(self) -> int:
-        return sum(int(a[0].nbytes) for a in self.arrays.values())
 
 
 _FILTERS: dict[str, dict[str, Any]] = {
@@ -232,20 +225,18 @@ def test_h5(benchmark: Any, h5_set: H5Set) -> None:
         ),
     ]
     try:
-        with torch_threads(1):  # as in the DataLoader workers the seed Dataset runs in
-            compare(
-                benchmark,
-                group=f"hdf5-{h5_set.name}",
-                variants=variants,
-                batches=fresh_batches(N_SAMPLES, BATCH, SEED + 300),
-                check=expect_rows(h5_set.arrays),
-                samples=BATCH,
-                nbytes=BATCH * h5_set.sample_bytes,
-                compression=h5_set.compression,
-                note=TORCH_NOTE,
-                # Fancy indexing's three rounds take ~5 s of the time budget.
-                max_time=14.0 if raw else 8.0,
-            )
+        compare_rows(
+            benchmark,
+            group=f"hdf5-{h5_set.name}",
+            variants=variants,
+            rows=h5_set.arrays,
+            n=N_SAMPLES,
+            seed=SEED + 300,
+            seed_dataset=True,
+            compression=h5_set.compression,
+            # Fancy indexing's three rounds take ~5 s of the time budget.
+            max_time=14.0 if raw else 8.0,
+        )
     finally:
         f.close()
         os.close(fd)
@@ -320,7 +311,7 @@ def test_spatio(benchmark: Any, spatio: SpatioFile) -> None:
     reader = packread.HDF5Reader(spatio.path, "data")
     with h5py.File(spatio.path, "r") as f:
         d = f["data"]
-        compare(
+        compare_rows(
             benchmark,
             group="hdf5-spatiotemporal",
             case=spatio.case,
@@ -332,10 +323,10 @@ def test_spatio(benchmark: Any, spatio: SpatioFile) -> None:
                 ),
                 Variant("packread", "HDF5Reader(path, 'data').batch(idx)", reader.batch),
             ],
-            batches=fresh_batches(SPATIO_SAMPLES, SPATIO_BATCH, SEED + 310),
-            check=expect_rows(spatio.data),
-            samples=SPATIO_BATCH,
-            nbytes=SPATIO_BATCH * spatio.data[0].nbytes,
+            rows=spatio.data,
+            n=SPATIO_SAMPLES,
+            seed=SEED + 310,
+            k=SPATIO_BATCH,
             min_rounds=5,
             warmup_rounds=1,
             compression=spatio.compression,

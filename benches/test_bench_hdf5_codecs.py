@@ -36,7 +36,7 @@ import hdf5plugin
 import numpy as np
 import pytest
 import tables
-from conftest import Variant, compare, expect_rows, fresh_batches, warm_page_cache
+from conftest import Variant, compare, compare_rows, fresh_batches, warm_page_cache
 
 import packread
 
@@ -186,7 +186,7 @@ def test_seed_blosc_lz4hc9(benchmark: Any, seed_files: SeedFiles) -> None:
     codec = _codec_alone(h5["data"], outs[2])
     assert codec is not None
     stored = sum(h5["data"].id.get_chunk_info(i).size for i in range(SEED_ROWS))
-    compare(
+    compare_rows(
         benchmark,
         group="hdf5-codec seed lz4hc9",
         variants=[
@@ -197,10 +197,9 @@ def test_seed_blosc_lz4hc9(benchmark: Any, seed_files: SeedFiles) -> None:
             Variant("packread", "HDF5Reader.batch, PyTables file", lambda i: two_pt.batch(i)),
             Variant("packread", "HDF5Reader.batch, 1 thread", lambda i: one.batch(i)),
         ],
-        batches=fresh_batches(SEED_ROWS, batch),
-        check=expect_rows(seed_files.data),
-        samples=batch,
-        nbytes=batch * ROW * 8,
+        rows=seed_files.data,
+        n=SEED_ROWS,
+        k=batch,
         compression=round(seed_files.data.nbytes / stored, 2),
     )
     h5.close()
@@ -304,14 +303,13 @@ def test_images(
         variants.append(Variant("reference", f"codec alone ({how}), 1 thread", alone))
     dsid = h5["images"].id
     infos = [dsid.get_chunk_info(i) for i in range(N_IMG)]
-    compare(
+    compare_rows(
         benchmark,
         group=f"hdf5-codec images {codec}",
         variants=variants,
-        batches=fresh_batches(N_IMG, batch),
-        check=expect_rows(images),
-        samples=batch,
-        nbytes=batch * images[0].nbytes,
+        rows=images,
+        n=N_IMG,
+        k=batch,
         compression=round(images.nbytes / sum(c.size for c in infos), 2),
         note=f"{sum(1 for c in infos if c.filter_mask) / N_IMG:.0%} of chunks stored unfiltered",
     )

@@ -33,14 +33,14 @@ import io
 import itertools
 import os
 import sys
-import warnings
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from conftest import Variant, compare, torch_threads, warm_page_cache
+from conftest import Variant, compare, warm_page_cache
 from PIL import Image
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -54,8 +54,6 @@ from image_workloads import (
     Expect,
     ImageWorkload,
     PackEpochs,
-    children_cpu,
-    epoch_stats,
     expect_eval,
     expect_full,
     expect_train,
@@ -65,13 +63,13 @@ from image_workloads import (
     missing,
     n_images,
     pack_reader,
-    worker_pids,
+    run_group,
+    skip_peer,
+    timed_epoch,
     write_beton,
     write_image_workload,
     zip_baseline,
 )
-
-from packread.cli.bench import run_epoch
 
 
 @pytest.fixture(scope="session")
@@ -105,21 +103,7 @@ class EpochRun:
         if self.loader is None:
             self.loader = self.make_loader()
         got = Delivered()
-        before = children_cpu()
-        e = run_epoch(self.loader, on_batch=got.add)
-        after = children_cpu()
-        # This loader's own workers only (started during its first epoch: from 0).
-        workers = sum(after.get(p, 0.0) - before.get(p, 0.0) for p in worker_pids(self.loader))
-        self.epochs.append(
-            {
-                "seconds": e.seconds,
-                "rate": e.rate,
-                "main_cpu": e.main_cpu,
-                "loop_cpu": e.loop_cpu,
-                "workers_cpu": workers,
-                "samples": e.samples,
-            }
-        )
+        self.epochs.append(timed_epoch(self.loader, got.add))
         return got
 
     def close(self) -> None:
@@ -129,90 +113,114 @@ class EpochRun:
         self.loader = None
 
 
-def _skip(skipped: dict[str, str], label: str, reason: str) -> None:
-    skipped[label] = reason
-    msg = f"images benchmark: `{label}` left out: {reason}"
-    print(msg, file=sys.stderr)
-    warnings.warn(msg, stacklevel=2)
+#: Variant label -> (role, note, epoch runner).
+Runs = dict[str, tuple[str, str, EpochRun]]
 
 
 def _run_group(
     benchmark: Any,
     group: str,
     images: ImageWorkload,
-    runs: dict[str, tuple[str, EpochRun]],
+    runs: Runs,
     check: Expect,
     skipped: dict[str, str],
     note: str,
 ) -> None:
-    variants = [Variant(role, label, run) for label, (role, run) in runs.items()]
-    try:
-        with torch_threads(1):
-            compare(
-                benchmark,
-                group=group,
-                variants=variants,
-                batches=itertools.repeat(None),
-                check=check,
-                samples=images.n,
-                nbytes=images.n * SIZE * SIZE * 3,
-                case=images.describe(),
-                min_rounds=3,
-                max_time=60.0,
-                warmup_rounds=1,
-                note=note,
-                unit="images",
-            )
-    finally:
-        for _, run in runs.values():
-            run.close()
-    benchmark.extra_info["epochs"] = epoch_stats({label: run for label, (_, run) in runs.items()})
-    benchmark.extra_info["skipped"] = skipped
+    run_group(
+        benchmark,
+        runs,
+        skipped,
+        group=group,
+        check=check,
+        samples=images.n,
+        nbytes=images.n * SIZE * SIZE * 3,
+        case=images.describe(),
+        min_rounds=3,
+        max_time=60.0,
+        note=note,
+        unit="images",
+    )
+
+
+def _baselines(w: ImageWorkload, train: bool) -> Runs:
+    """The tutorial's ZIP Dataset (the baseline) and torchvision's ImageFolder, both with
+    torchvision's PIL transforms under a DataLoader with 2 workers."""
+    return {
+        "MultiWorkerZIPDataset (PIL + torchvision), 2 workers": (
+            "baseline",
+            "",
+            EpochRun(partial(zip_baseline, w, train=train)),
+        ),
+        "torchvision ImageFolder (PIL + torchvision), 2 workers": (
+            "variant",
+            "",
+            EpochRun(partial(imagefolder, w, train=train)),
+        ),
+    }
+
+
+def _reference(
+    runs: Runs, skipped: dict[str, str], label: str, why: str | None, make: Callable[[], Any]
+) -> None:
+    """Adds peer ``label`` (one epoch of ``make()``'s loader per call), or records it left out
+    for ``why``."""
+    if why:
+        skip_peer(skipped, "images", label, why)
+    else:
+        runs[label] = ("reference", "", EpochRun(make))
+
+
+def _fast(
+    runs: Runs,
+    skipped: dict[str, str],
+    w: ImageWorkload,
+    train: bool,
+    fast: dict[str, tuple[str, dict[str, Any]]],
+) -> None:
+    """The fastest Python paths: ``fast`` maps a label to the decoder module it needs and
+    ``fast_jpeg``'s options."""
+    for label, (module, kw) in fast.items():
+        why = missing(module) or missing("cv2")
+        _reference(runs, skipped, label, why, partial(fast_jpeg, w, train, **kw))
+
+
+def _packread(w: ImageWorkload, train: bool) -> Runs:
+    """packread's ``ImageReader`` on the ZIP and on the tree, in the main process."""
+    return {
+        f"packread ImageReader on the {where}, main process": (
+            "packread",
+            "",
+            EpochRun(lambda source=source: PackEpochs(pack_reader(source, train=train))),
+        )
+        for where, source in (("ZIP", w.zip_path), ("ImageFolder tree", w.tree))
+    }
 
 
 def test_train(benchmark: Any, images: ImageWorkload, beton: str | None) -> None:
     w = images
     skipped: dict[str, str] = {}
-    runs: dict[str, tuple[str, EpochRun]] = {
-        "MultiWorkerZIPDataset (PIL + torchvision), 2 workers": (
-            "baseline",
-            EpochRun(lambda: zip_baseline(w, train=True)),
-        ),
-        "torchvision ImageFolder (PIL + torchvision), 2 workers": (
-            "variant",
-            EpochRun(lambda: imagefolder(w, train=True)),
-        ),
-    }
+    runs = _baselines(w, train=True)
     fast = {
         "simplejpeg + cv2 crop/resize, 2 workers": ("simplejpeg", {}),
         "simplejpeg at reduced DCT scale + cv2, 2 workers": ("simplejpeg", {"scaled": True}),
         "PyTurboJPEG + cv2 crop/resize, 2 workers": ("turbojpeg", {"decoder": "turbojpeg"}),
     }
-    for label, (module, kw) in fast.items():
-        why = missing(module) or missing("cv2")
-        if why:
-            _skip(skipped, label, why)
-        else:
-            runs[label] = ("reference", EpochRun(lambda kw=kw: fast_jpeg(w, True, **kw)))
-    label = "FFCV RandomResizedCropRGBImageDecoder, 2 workers"
-    if beton is None:
-        _skip(skipped, label, missing("ffcv") or "no .beton")
-    else:
-        runs[label] = ("reference", EpochRun(lambda: ffcv_loader(beton)))
-    label = "DALI CPU pipeline (readers.file, image_random_crop), 2 threads"
-    why = missing("nvidia.dali")
-    if why:
-        _skip(skipped, label, why)
-    else:
-        runs[label] = ("reference", EpochRun(lambda: DaliEpochs(w)))
-    runs["packread ImageReader on the ZIP, main process"] = (
-        "packread",
-        EpochRun(lambda: PackEpochs(pack_reader(w.zip_path, train=True))),
+    _fast(runs, skipped, w, True, fast)
+    _reference(
+        runs,
+        skipped,
+        "FFCV RandomResizedCropRGBImageDecoder, 2 workers",
+        (missing("ffcv") or "no .beton") if beton is None else None,
+        partial(ffcv_loader, beton),
     )
-    runs["packread ImageReader on the ImageFolder tree, main process"] = (
-        "packread",
-        EpochRun(lambda: PackEpochs(pack_reader(w.tree, train=True))),
+    _reference(
+        runs,
+        skipped,
+        "DALI CPU pipeline (readers.file, image_random_crop), 2 threads",
+        missing("nvidia.dali"),
+        partial(DaliEpochs, w),
     )
+    runs.update(_packread(w, train=True))
     _run_group(
         benchmark,
         "images-train",
@@ -230,34 +238,13 @@ def test_train(benchmark: Any, images: ImageWorkload, beton: str | None) -> None
 def test_eval(benchmark: Any, images: ImageWorkload) -> None:
     w = images
     skipped: dict[str, str] = {}
-    runs: dict[str, tuple[str, EpochRun]] = {
-        "MultiWorkerZIPDataset (PIL + torchvision), 2 workers": (
-            "baseline",
-            EpochRun(lambda: zip_baseline(w, train=False)),
-        ),
-        "torchvision ImageFolder (PIL + torchvision), 2 workers": (
-            "variant",
-            EpochRun(lambda: imagefolder(w, train=False)),
-        ),
-    }
+    runs = _baselines(w, train=False)
     fast = {
-        "simplejpeg + cv2 resize/crop, 2 workers": {},
-        "simplejpeg at reduced DCT scale + cv2, 2 workers": {"scaled": True},
+        "simplejpeg + cv2 resize/crop, 2 workers": ("simplejpeg", {}),
+        "simplejpeg at reduced DCT scale + cv2, 2 workers": ("simplejpeg", {"scaled": True}),
     }
-    for label, kw in fast.items():
-        why = missing("simplejpeg") or missing("cv2")
-        if why:
-            _skip(skipped, label, why)
-        else:
-            runs[label] = ("reference", EpochRun(lambda kw=kw: fast_jpeg(w, False, **kw)))
-    runs["packread ImageReader on the ZIP, main process"] = (
-        "packread",
-        EpochRun(lambda: PackEpochs(pack_reader(w.zip_path, train=False))),
-    )
-    runs["packread ImageReader on the ImageFolder tree, main process"] = (
-        "packread",
-        EpochRun(lambda: PackEpochs(pack_reader(w.tree, train=False))),
-    )
+    _fast(runs, skipped, w, False, fast)
+    runs.update(_packread(w, train=False))
     _run_group(
         benchmark,
         "images-eval",
@@ -307,7 +294,7 @@ def test_per_core(benchmark: Any, images: ImageWorkload) -> None:
     label = "PyTurboJPEG decode, full size, 1 thread (decode only)"
     why = missing("turbojpeg")
     if why:
-        _skip(skipped, label, why)
+        skip_peer(skipped, "images", label, why)
     else:
         from turbojpeg import TJPF_RGB, TurboJPEG
 

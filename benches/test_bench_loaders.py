@@ -49,7 +49,6 @@ processes'.
 
 from __future__ import annotations
 
-import itertools
 import os
 import shutil
 import sys
@@ -69,9 +68,6 @@ from conftest import (
     BATCH,
     SEED,
     TORCH_NOTE,
-    Variant,
-    compare,
-    torch_threads,
     two_thread_pool,
     warm_page_cache,
 )
@@ -79,9 +75,15 @@ from torch.utils.data import DataLoader, default_collate
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from image_workloads import children_cpu, epoch_stats, missing, worker_pids
+from image_workloads import (
+    DaliPipelineEpochs,
+    ffcv_shuffled,
+    missing,
+    run_group,
+    skip_peer,
+    timed_epoch,
+)
 
-from packread.cli.bench import run_epoch
 from packread.torch import PackDataset
 
 #: Samples in the data set (``PACKREAD_BENCH_LOADERS_N`` overrides it).
@@ -369,21 +371,7 @@ class EpochRun:
             fps.append(fingerprints(images))
             labs.append(_int64(labels))
 
-        before = children_cpu()
-        e = run_epoch(self.loader, on_batch=use)
-        after = children_cpu()
-        pids = worker_pids(_torch_loader(self.loader))
-        workers = sum(after.get(p, 0.0) - before.get(p, 0.0) for p in pids)
-        self.epochs.append(
-            {
-                "seconds": e.seconds,
-                "rate": e.rate,
-                "main_cpu": e.main_cpu,
-                "loop_cpu": e.loop_cpu,
-                "workers_cpu": workers,
-                "samples": e.samples,
-            }
-        )
+        self.epochs.append(timed_epoch(self.loader, use, _torch_loader(self.loader)))
         if torch.get_num_threads() != threads:
             # A loader that changes torch's threads for the process slows the others down
             # (FfcvEpochs says how); put it back, and say so.
@@ -445,25 +433,11 @@ class FfcvEpochs:
     own work runs on its threads, which keep FFCV's setting."""
 
     def __init__(self, path: str) -> None:
-        from ffcv.fields.basics import IntDecoder
         from ffcv.fields.ndarray import NDArrayDecoder
-        from ffcv.loader import Loader, OrderOption
-        from ffcv.transforms import Squeeze, ToTensor
+        from ffcv.transforms import ToTensor
 
         before = torch.get_num_threads()
-        self.loader: Any = Loader(
-            path,
-            batch_size=BATCH,
-            num_workers=WORKERS,
-            order=OrderOption.RANDOM,
-            os_cache=True,
-            drop_last=False,
-            seed=SEED,
-            pipelines={
-                "image": [NDArrayDecoder(), ToTensor()],
-                "label": [IntDecoder(), ToTensor(), Squeeze()],
-            },
-        )
+        self.loader: Any = ffcv_shuffled(path, [NDArrayDecoder(), ToTensor()], seed=SEED)
         torch.set_num_threads(before)
 
     def __iter__(self) -> Iterator[Any]:
@@ -516,7 +490,7 @@ def wds_loader(path: str, workers: int) -> Any:
     )
 
 
-class DaliNumpyEpochs:
+class DaliNumpyEpochs(DaliPipelineEpochs):
     """DALI's CPU pipeline: two ``fn.readers.numpy`` (images and labels, one ``.npy`` file per
     sample each) with one global shuffle seed, so that both read the same permutation;
     ``num_threads=2``, ``device_id=None``. Iterating it gives one epoch
@@ -524,7 +498,6 @@ class DaliNumpyEpochs:
 
     def __init__(self, path: str, n: int) -> None:
         from nvidia.dali import fn, pipeline_def
-        from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 
         names = [f"{i:06d}.npy" for i in range(n)]
 
@@ -545,23 +518,7 @@ class DaliNumpyEpochs:
         def pipe() -> Any:
             return reader("images", "reader"), reader("labels")
 
-        self.pipe = pipe()
-        self.pipe.build()
-        self.it: Any = DALIGenericIterator(
-            [self.pipe],
-            ["images", "labels"],
-            reader_name="reader",
-            last_batch_policy=LastBatchPolicy.PARTIAL,
-            auto_reset=True,
-        )
-
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        for out in self.it:
-            yield out[0]["images"], out[0]["labels"]
-
-    def close(self) -> None:
-        self.it = None
-        self.pipe = None
+        super().__init__(pipe())
 
 
 class GatherEpochs:
@@ -630,20 +587,23 @@ SHUFFLE = {
 Runs = dict[str, tuple[str, str, EpochRun]]
 
 
-def _skip(skipped: dict[str, str], label: str, reason: str) -> None:
-    skipped[label] = reason
-    msg = f"loaders benchmark: `{label}` left out: {reason}"
-    print(msg, file=sys.stderr)
-    warnings.warn(msg, stacklevel=2)
-
-
-def _peer(data: LoaderData, fmt: str, label: str, skipped: dict[str, str]) -> str | None:
-    """The path of format ``fmt``, or ``None`` (recorded as left out, with a warning) when its
-    peer is not installed or its files could not be written."""
-    if fmt in data.paths:
-        return data.paths[fmt]
-    _skip(skipped, label, data.skipped.get(fmt, f"no {fmt} files"))
-    return None
+def _reference(
+    runs: Runs,
+    data: LoaderData,
+    skipped: dict[str, str],
+    fmt: str,
+    label: str,
+    note: str,
+    make: Callable[[str], Any],
+    unpack: Unpack,
+) -> None:
+    """Adds peer loader ``label``: ``make(path)`` over the files of format ``fmt``, its batches
+    taken apart by ``unpack``; or, when its peer is not installed or its files could not be
+    written, records it as left out (with a warning)."""
+    if fmt not in data.paths:
+        skip_peer(skipped, "loaders", label, data.skipped.get(fmt, f"no {fmt} files"))
+        return
+    runs[label] = ("reference", note, EpochRun(partial(make, data.paths[fmt]), unpack))
 
 
 def _run_group(
@@ -655,31 +615,20 @@ def _run_group(
     note: str,
     **extra: Any,
 ) -> None:
-    variants = [Variant(role, label, run, note=n) for label, (role, n, run) in runs.items()]
-    try:
-        with torch_threads(1):
-            compare(
-                benchmark,
-                group=group,
-                variants=variants,
-                batches=itertools.repeat(None),
-                check=_epoch_check(data.expected()),
-                samples=data.n,
-                nbytes=data.images.nbytes,
-                case=data.describe(),
-                min_rounds=3,
-                max_time=40.0,
-                warmup_rounds=1,
-                note=f"{note} {TORCH_NOTE}.",
-                **extra,
-            )
-    finally:
-        for _, _, run in runs.values():
-            run.close()
-    benchmark.extra_info["epochs"] = epoch_stats(
-        {label: run for label, (_, _, run) in runs.items()}
+    run_group(
+        benchmark,
+        runs,
+        skipped,
+        group=group,
+        check=_epoch_check(data.expected()),
+        samples=data.n,
+        nbytes=data.images.nbytes,
+        case=data.describe(),
+        min_rounds=3,
+        max_time=40.0,
+        note=f"{note} {TORCH_NOTE}.",
+        **extra,
     )
-    benchmark.extra_info["skipped"] = skipped
 
 
 def _limits(data: LoaderData, threads: list[int]) -> Runs:
@@ -694,14 +643,12 @@ def _limits(data: LoaderData, threads: list[int]) -> Runs:
 
 
 def _ffcv(data: LoaderData, runs: Runs, skipped: dict[str, str]) -> None:
+    note = (
+        f"{SHUFFLE['ffcv']}; os_cache=True (memory-mapped, page cache), batches_ahead=3; "
+        "each batch is a tensor view of FFCV's reused buffers"
+    )
     label = f"FFCV Loader (.beton, NDArrayField), {WORKERS} threads"
-    path = _peer(data, "beton", label, skipped)
-    if path is not None:
-        note = (
-            f"{SHUFFLE['ffcv']}; os_cache=True (memory-mapped, page cache), batches_ahead=3; "
-            "each batch is a tensor view of FFCV's reused buffers"
-        )
-        runs[label] = ("reference", note, EpochRun(partial(FfcvEpochs, path), _by_position))
+    _reference(runs, data, skipped, "beton", label, note, FfcvEpochs, _by_position)
 
 
 def _litdata_note(extra: str = "") -> str:
@@ -732,14 +679,16 @@ def test_raw_1proc(benchmark: Any, loader_data: LoaderData) -> None:
     runs = _pack_raw(
         data, 0, f"{SHUFFLE['packread']}; packread's own threads read and prefetch 2 batches"
     )
-    label = "litdata StreamingDataLoader, num_workers=0"
-    path = _peer(data, "litdata", label, skipped)
-    if path is not None:
-        runs[label] = (
-            "reference",
-            _litdata_note(),
-            EpochRun(partial(litdata_loader, path, 0), _by_key("image", "label")),
-        )
+    _reference(
+        runs,
+        data,
+        skipped,
+        "litdata",
+        "litdata StreamingDataLoader, num_workers=0",
+        _litdata_note(),
+        partial(litdata_loader, workers=0),
+        _by_key("image", "label"),
+    )
     _ffcv(data, runs, skipped)
     runs.update(_limits(data, [1]))
     _run_group(
@@ -761,38 +710,38 @@ def test_raw_2workers(benchmark: Any, loader_data: LoaderData) -> None:
     runs = _pack_raw(
         data, WORKERS, f"{SHUFFLE['packread']}; each worker reads its batches on packread's threads"
     )
-    label = f"litdata StreamingDataLoader, {WORKERS} workers"
-    path = _peer(data, "litdata", label, skipped)
-    if path is not None:
-        runs[label] = (
-            "reference",
+    peers = [
+        (
+            "litdata",
+            f"litdata StreamingDataLoader, {WORKERS} workers",
             _litdata_note(),
-            EpochRun(partial(litdata_loader, path, WORKERS), _by_key("image", "label")),
-        )
-    label = f"mosaicml-streaming StreamingDataset (MDS), {WORKERS} workers"
-    path = _peer(data, "mds", label, skipped)
-    if path is not None:
-        runs[label] = (
-            "reference",
+            partial(litdata_loader, workers=WORKERS),
+            _by_key("image", "label"),
+        ),
+        (
+            "mds",
+            f"mosaicml-streaming StreamingDataset (MDS), {WORKERS} workers",
             f"{SHUFFLE['mosaic']}; reads its shards in place (local=, no remote)",
-            EpochRun(partial(mosaic_loader, WORKERS, path), _by_key("image", "label")),
-        )
-    label = f"webdataset WebLoader (tar shards, .npy + .cls), {WORKERS} workers"
-    path = _peer(data, "wds", label, skipped)
-    if path is not None:
-        runs[label] = (
-            "reference",
+            partial(mosaic_loader, WORKERS),
+            _by_key("image", "label"),
+        ),
+        (
+            "wds",
+            f"webdataset WebLoader (tar shards, .npy + .cls), {WORKERS} workers",
             f"{SHUFFLE['wds']}; batches collated into tensors in the workers",
-            EpochRun(partial(wds_loader, path, WORKERS), _by_position),
-        )
-    label = f"DALI CPU pipeline (fn.readers.numpy, .npy per sample), {WORKERS} threads"
-    path = _peer(data, "npy", label, skipped)
-    if path is not None:
-        runs[label] = (
-            "reference",
+            partial(wds_loader, workers=WORKERS),
+            _by_position,
+        ),
+        (
+            "npy",
+            f"DALI CPU pipeline (fn.readers.numpy, .npy per sample), {WORKERS} threads",
             f"{SHUFFLE['dali']}; labels from a second numpy reader with the same shuffle seed",
-            EpochRun(partial(DaliNumpyEpochs, path, data.n), _by_position),
-        )
+            partial(DaliNumpyEpochs, n=data.n),
+            _by_position,
+        ),
+    ]
+    for peer in peers:
+        _reference(runs, data, skipped, *peer)
     _ffcv(data, runs, skipped)
     runs.update(_limits(data, [1, 2]))
     _run_group(
@@ -822,34 +771,35 @@ def test_zstd(benchmark: Any, loader_data: LoaderData, bench_dir: Path) -> None:
                 _by_key("images", "labels"),
             ),
         )
-        label = f"litdata StreamingDataLoader (zstd), {how}"
-        path = _peer(data, "litdata-zstd", label, skipped)
-        if path is not None:
-            runs[label] = (
-                "reference",
-                _litdata_note(
-                    f"; compression_level='{LITDATA_ZSTD_LEVEL}' (each sample zstd-compressed "
-                    "alone, its fastest here; the default 'batch' inflates 256-sample frames): "
-                    "decompresses every sample it reads, every epoch, in memory; no cache of "
-                    "decompressed data"
-                ),
-                EpochRun(partial(litdata_loader, path, workers), _by_key("image", "label")),
-            )
-        label = f"mosaicml-streaming StreamingDataset (MDS zstd), {how}"
-        path = _peer(data, "mds-zstd", label, skipped)
-        if path is not None:
-            cache = bench_dir / f"mds-zstd-cache-{workers}"
-            runs[label] = (
-                "reference",
-                f"{SHUFFLE['mosaic']}; CACHES: on first use (the untimed warm-up epoch) it "
-                "copies each zstd shard from remote= into its local= cache and decompresses "
-                "it there once; every timed epoch then reads the decompressed shards and "
-                "decodes nothing",
-                EpochRun(
-                    partial(mosaic_loader, workers, str(cache), remote=path),
-                    _by_key("image", "label"),
-                ),
-            )
+        _reference(
+            runs,
+            data,
+            skipped,
+            "litdata-zstd",
+            f"litdata StreamingDataLoader (zstd), {how}",
+            _litdata_note(
+                f"; compression_level='{LITDATA_ZSTD_LEVEL}' (each sample zstd-compressed "
+                "alone, its fastest here; the default 'batch' inflates 256-sample frames): "
+                "decompresses every sample it reads, every epoch, in memory; no cache of "
+                "decompressed data"
+            ),
+            partial(litdata_loader, workers=workers),
+            _by_key("image", "label"),
+        )
+        _reference(
+            runs,
+            data,
+            skipped,
+            "mds-zstd",
+            f"mosaicml-streaming StreamingDataset (MDS zstd), {how}",
+            f"{SHUFFLE['mosaic']}; CACHES: on first use (the untimed warm-up epoch) it "
+            "copies each zstd shard from remote= into its local= cache and decompresses "
+            "it there once; every timed epoch then reads the decompressed shards and "
+            "decodes nothing",
+            # The zstd shards are the remote; make(path) passes them as remote=.
+            partial(mosaic_loader, workers, str(bench_dir / f"mds-zstd-cache-{workers}")),
+            _by_key("image", "label"),
+        )
     _run_group(
         benchmark,
         "loaders-zstd",

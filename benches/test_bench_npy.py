@@ -21,7 +21,6 @@ every variant's result (see conftest's docstring for the rules). Groups:
 from __future__ import annotations
 
 import io
-import itertools
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,15 +30,10 @@ import torch
 from conftest import (
     BATCH,
     SEED,
-    SMALL_CALLS,
-    TORCH_NOTE,
     Variant,
-    compare,
-    expect_arrays,
-    expect_rows,
-    fresh_batches,
+    compare_calls,
+    compare_rows,
     gather_limits,
-    torch_threads,
     two_thread_pool,
     warm_page_cache,
 )
@@ -84,17 +78,15 @@ def test_folder(benchmark: Any, npy_folder: NpyFolder) -> None:
         Variant("packread", "NpyReader.batch(idx)", reader.batch),
         Variant("packread", "NpyReader.batch(idx, out=buf)", lambda i: reader.batch(i, out=out)),
     ]
-    with torch_threads(1):  # as in the DataLoader workers the seed Dataset runs in
-        compare(
-            benchmark,
-            group=f"npy-folder-{npy_folder.name}",
-            variants=variants,
-            batches=fresh_batches(len(paths), BATCH, SEED + 100),
-            check=expect_rows(npy_folder.data),
-            samples=BATCH,
-            nbytes=BATCH * npy_folder.sample_bytes,
-            note=TORCH_NOTE,
-        )
+    compare_rows(
+        benchmark,
+        group=f"npy-folder-{npy_folder.name}",
+        variants=variants,
+        rows=npy_folder.data,
+        n=len(paths),
+        seed=SEED + 100,
+        seed_dataset=True,
+    )
 
 
 def test_rows(benchmark: Any, npy_img: NpyFolder, tmp_path: Path) -> None:
@@ -128,14 +120,13 @@ def test_rows(benchmark: Any, npy_img: NpyFolder, tmp_path: Path) -> None:
         ),
     ]
     try:
-        compare(
+        compare_rows(
             benchmark,
             group="npy-rows-img",
             variants=variants,
-            batches=fresh_batches(len(data), BATCH, SEED + 300),
-            check=expect_rows(data),
-            samples=BATCH,
-            nbytes=BATCH * row_bytes,
+            rows=data,
+            n=len(data),
+            seed=SEED + 300,
         )
     finally:
         os.close(fd)
@@ -143,7 +134,7 @@ def test_rows(benchmark: Any, npy_img: NpyFolder, tmp_path: Path) -> None:
 
 def test_bytes(benchmark: Any, npy_blob: NpyBlob) -> None:
     b = npy_blob.blob
-    compare(
+    compare_calls(
         benchmark,
         group="npy-bytes",
         case=npy_blob.case,
@@ -151,17 +142,13 @@ def test_bytes(benchmark: Any, npy_blob: NpyBlob) -> None:
             Variant("baseline", "np.load(io.BytesIO(b))", lambda _: np.load(io.BytesIO(b))),
             Variant("packread", "packread.load_npy(b)", lambda _: packread.load_npy(b)),
         ],
-        batches=itertools.repeat(None),
-        check=expect_arrays(npy_blob.array),
-        samples=1,
-        nbytes=npy_blob.array.nbytes,
-        **SMALL_CALLS,
+        expected=npy_blob.array,
     )
 
 
 def test_file(benchmark: Any, npy_blob: NpyBlob) -> None:
     p = npy_blob.path
-    compare(
+    compare_calls(
         benchmark,
         group="npy-file",
         case=npy_blob.case,
@@ -169,9 +156,5 @@ def test_file(benchmark: Any, npy_blob: NpyBlob) -> None:
             Variant("baseline", "np.load(path)", lambda _: np.load(p)),
             Variant("packread", "packread.load_npy(path)", lambda _: packread.load_npy(p)),
         ],
-        batches=itertools.repeat(None),
-        check=expect_arrays(npy_blob.array),
-        samples=1,
-        nbytes=npy_blob.array.nbytes,
-        **SMALL_CALLS,
+        expected=npy_blob.array,
     )

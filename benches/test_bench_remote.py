@@ -30,7 +30,7 @@ import h5py
 import numpy as np
 import pytest
 import torch
-from conftest import BATCH, Variant, compare, expect_rows, fresh_batches, torch_threads
+from conftest import BATCH, Variant, compare, compare_rows, torch_threads
 from torch.utils.data import DataLoader
 from workloads import IMAGE_SHAPE, SeedH5Dataset, write_workloads
 
@@ -93,17 +93,14 @@ def test_remote_batch_hdf5(benchmark: Any, served: dict[str, Any]) -> None:
         Variant("baseline", "h5py over fsspec.open(url), one sample at a time", h5py_load, 3),
         Variant("packread", "packread HDF5Reader(url)", pack_load),
     ]
-    sample_bytes = sum(int(a[0].nbytes) for a in served["arrays"].values())
     with torch_threads(1):
-        compare(
+        compare_rows(
             benchmark,
             group="remote-batch-hdf5",
             case=f"{N} samples 3x256x256 uint8 gzip, 1 a chunk, nginx + {LATENCY * 1e3:.0f} ms",
             variants=variants,
-            batches=fresh_batches(N),
-            check=expect_rows(served["arrays"]),
-            samples=BATCH,
-            nbytes=BATCH * sample_bytes,
+            rows=served["arrays"],
+            n=N,
             min_rounds=5,
             max_time=4.0,
         )
@@ -148,7 +145,7 @@ def test_remote_batch_zip(benchmark: Any, served: dict[str, Any]) -> None:
 
     images = served["arrays"]["images"]
     with torch_threads(1):
-        compare(
+        compare_rows(
             benchmark,
             group="remote-batch-zip",
             case=f"{N} stored 196 KB members, nginx + {LATENCY * 1e3:.0f} ms",
@@ -156,10 +153,8 @@ def test_remote_batch_zip(benchmark: Any, served: dict[str, Any]) -> None:
                 Variant("baseline", "zipfile over fsspec.open(url)", zipfile_load, 3),
                 Variant("packread", "packread ZipReader(url)", pack_load),
             ],
-            batches=fresh_batches(N),
-            check=expect_rows(images),
-            samples=BATCH,
-            nbytes=BATCH * int(images[0].nbytes),
+            rows=images,
+            n=N,
             min_rounds=5,
             max_time=4.0,
         )

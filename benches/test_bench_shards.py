@@ -32,12 +32,11 @@ import numpy as np
 import pytest
 import torch
 from conftest import (
-    BATCH,
     SEED,
     Variant,
     compare,
-    expect_rows,
-    fresh_batches,
+    compare_rows,
+    row_bytes,
     smooth_images,
     torch_threads,
     warm_page_cache,
@@ -126,17 +125,14 @@ def test_shards_batch(benchmark: Any, shard_set: dict[str, Any]) -> None:
         Variant("packread", "packread HDF5Reader, the one file", one.batch),
         Variant("packread", "packread HDF5Reader, the 200 shards", shards.batch),
     ]
-    sample_bytes = sum(int(a[0].nbytes) for a in arrays.values())
     with torch_threads(1):
-        compare(
+        compare_rows(
             benchmark,
             group="shards-batch",
             case=f"{N_SAMPLES} samples 3x256x256 uint8 gzip-4+shuffle, 200 shards; batch 64",
             variants=variants,
-            batches=fresh_batches(N_SAMPLES),
-            check=expect_rows(arrays),
-            samples=BATCH,
-            nbytes=BATCH * sample_bytes,
+            rows=arrays,
+            n=N_SAMPLES,
         )
 
 
@@ -166,7 +162,6 @@ def _every_label_once(_idx: Any, got: np.ndarray) -> None:
 def test_shards_epoch(benchmark: Any, shard_set: dict[str, Any]) -> None:
     import itertools
 
-    sample_bytes = sum(int(a[0].nbytes) for a in shard_set["arrays"].values())
     compare(
         benchmark,
         group="shards-epoch",
@@ -175,7 +170,7 @@ def test_shards_epoch(benchmark: Any, shard_set: dict[str, Any]) -> None:
         batches=itertools.repeat(None),
         check=_every_label_once,
         samples=N_SAMPLES,
-        nbytes=N_SAMPLES * sample_bytes,
+        nbytes=N_SAMPLES * row_bytes(shard_set["arrays"]),
         min_rounds=5,
         max_time=10.0,
     )
@@ -223,11 +218,10 @@ def test_shards_cold_epoch(benchmark: Any, shard_set: dict[str, Any]) -> None:
     benchmark.group = "shards-cold"
     load_before = os.getloadavg()
     benchmark.pedantic(run, rounds=1, iterations=1)
-    sample_bytes = sum(int(a[0].nbytes) for a in shard_set["arrays"].values())
     benchmark.extra_info.update(
         case=f"one epoch from a cold page cache ({how[0]} before each call)",
         samples_per_call=N_SAMPLES,
-        bytes_per_call=N_SAMPLES * sample_bytes,
+        bytes_per_call=N_SAMPLES * row_bytes(shard_set["arrays"]),
         iterations=1,
         loadavg=[round(x, 2) for x in (*load_before, *os.getloadavg())],
         variants=[

@@ -24,7 +24,6 @@ read, and the share of the run spent waiting, first batch included.
 
 from __future__ import annotations
 
-import itertools
 import os
 import sys
 from collections.abc import Callable
@@ -34,7 +33,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from conftest import Variant, compare, torch_threads
+from conftest import Variant, compare_epochs
 
 sys.path.insert(0, os.path.dirname(__file__))
 
@@ -152,6 +151,40 @@ def _stats(runs: dict[str, EpochRun]) -> dict[str, dict[str, float]]:
     return out
 
 
+def _compare_runs(
+    benchmark: Any,
+    w: Workload,
+    runs: dict[str, EpochRun],
+    *,
+    group: str,
+    case: str,
+    seed_rounds: int | None = None,
+    **timing: Any,
+) -> None:
+    """The seed Dataset (the baseline; at most ``seed_rounds`` timed rounds) against packread's
+    ``runs``, one epoch of ``w`` per call, each checked; the epochs' figures kept."""
+    variants = [
+        Variant(
+            "baseline" if label.startswith("seed") else "packread",
+            label,
+            run,
+            max_rounds=seed_rounds if label.startswith("seed") else None,
+        )
+        for label, run in runs.items()
+    ]
+    compare_epochs(
+        benchmark,
+        group=group,
+        variants=variants,
+        check=_epoch_check(_expected(w)),
+        samples=w.n,
+        nbytes=w.n * int(np.prod((3, 256, 256))),
+        case=case,
+        **timing,
+    )
+    benchmark.extra_info["epochs"] = _stats(runs)
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_epoch(benchmark: Any, workloads: dict[str, Workload], fmt: str) -> None:
     w = workloads[fmt]
@@ -164,33 +197,18 @@ def test_epoch(benchmark: Any, workloads: dict[str, Workload], fmt: str) -> None
         runs["PackDataset, chunk shuffle, num_workers=0"] = EpochRun(
             lambda: pack_loader(w, 0, shuffle_mode="chunk")
         )
-    # The seed's h5py reads of the LZF file decode a whole 8-sample chunk per sample (h5py's
-    # 1 MiB chunk cache holds none of them): ~20 s an epoch, so fewer rounds of it.
-    slow = 3 if fmt == "hdf5-lzf" else None
-    variants = [
-        Variant(
-            "baseline" if label.startswith("seed") else "packread",
-            label,
-            run,
-            max_rounds=slow if label.startswith("seed") else None,
-        )
-        for label, run in runs.items()
-    ]
-    with torch_threads(1):
-        compare(
-            benchmark,
-            group=f"epoch-{fmt}",
-            variants=variants,
-            batches=itertools.repeat(None),
-            check=_epoch_check(_expected(w)),
-            samples=w.n,
-            nbytes=w.n * int(np.prod((3, 256, 256))),
-            case=f"{w.n} samples, batch {BATCH}, {w.nbytes / 1e6:.0f} MB on disk",
-            min_rounds=3,
-            max_time=30.0,
-            warmup_rounds=1,
-        )
-    benchmark.extra_info["epochs"] = _stats(runs)
+    _compare_runs(
+        benchmark,
+        w,
+        runs,
+        group=f"epoch-{fmt}",
+        case=f"{w.n} samples, batch {BATCH}, {w.nbytes / 1e6:.0f} MB on disk",
+        # The seed's h5py reads of the LZF file decode a whole 8-sample chunk per sample
+        # (h5py's 1 MiB chunk cache holds none of them): ~20 s an epoch, so fewer rounds of it.
+        seed_rounds=3 if fmt == "hdf5-lzf" else None,
+        min_rounds=3,
+        max_time=30.0,
+    )
 
 
 def _stepped(
@@ -202,25 +220,7 @@ def _stepped(
         "seed Dataset, 2 workers": EpochRun(lambda: seed_loader(w, 2), step=step),
         "PackDataset, num_workers=0": EpochRun(lambda: pack_loader(w, 0), step=step),
     }
-    variants = [
-        Variant("baseline" if label.startswith("seed") else "packread", label, run)
-        for label, run in runs.items()
-    ]
-    with torch_threads(1):
-        compare(
-            benchmark,
-            group=group,
-            variants=variants,
-            batches=itertools.repeat(None),
-            check=_epoch_check(_expected(w)),
-            samples=w.n,
-            nbytes=w.n * int(np.prod((3, 256, 256))),
-            case=case,
-            max_time=20.0,
-            warmup_rounds=1,
-            **timing,
-        )
-    benchmark.extra_info["epochs"] = _stats(runs)
+    _compare_runs(benchmark, w, runs, group=group, case=case, max_time=20.0, **timing)
     benchmark.extra_info["step_s"] = step
 
 

@@ -26,27 +26,13 @@ random batch of 64 every call, every result checked; see conftest's docstring). 
 from __future__ import annotations
 
 import io
-import itertools
 import zipfile
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import spdl.io
 import torch
-from conftest import (
-    BATCH,
-    IMAGE_SHAPE,
-    SEED,
-    SMALL_CALLS,
-    TORCH_NOTE,
-    Variant,
-    compare,
-    expect_arrays,
-    expect_rows,
-    fresh_batches,
-    gather_limits,
-    torch_threads,
-)
+from conftest import BATCH, IMAGE_SHAPE, SEED, Variant, compare_calls, compare_rows, gather_limits
 from torch.utils.data import Dataset, get_worker_info
 
 import packread
@@ -94,14 +80,13 @@ class SeedZipDataset(Dataset):
 def _zip_compare(
     benchmark: Any, group: str, zs: ZipSet, variants: list[Variant], **extra: Any
 ) -> None:
-    compare(
+    compare_rows(
         benchmark,
         group=group,
         variants=variants,
-        batches=fresh_batches(len(zs.names), BATCH, SEED + 200),
-        check=expect_rows(zs.data),
-        samples=BATCH,
-        nbytes=BATCH * zs.sample_bytes,
+        rows=zs.data,
+        n=len(zs.names),
+        seed=SEED + 200,
         compression=zs.compression,
         **extra,
     )
@@ -159,8 +144,7 @@ def test_raw(benchmark: Any, zip_raw: ZipSet) -> None:
                 note="CRC-32 not checked (the baseline checks it)",
             ),
         ]
-        with torch_threads(1):  # as in the DataLoader workers the seed Dataset runs in
-            _zip_compare(benchmark, f"zip-raw-{zip_raw.name}", zip_raw, variants, note=TORCH_NOTE)
+        _zip_compare(benchmark, f"zip-raw-{zip_raw.name}", zip_raw, variants, seed_dataset=True)
     seed_ds.close()
 
 
@@ -220,7 +204,7 @@ def test_npz_files(benchmark: Any, npz_folder: NpzFolder) -> None:
         return {"image": np.stack(images), "mask": np.stack(masks)}
 
     stored = npz_folder.name == "stored"
-    compare(
+    compare_rows(
         benchmark,
         group="npz-files" if stored else f"npz-files-{npz_folder.name}",
         variants=[
@@ -240,10 +224,9 @@ def test_npz_files(benchmark: Any, npz_folder: NpzFolder) -> None:
                 lambda idx: reader.batch(idx, out=outs),
             ),
         ],
-        batches=fresh_batches(len(paths), BATCH, SEED + 210),
-        check=expect_rows(npz_folder.arrays),
-        samples=BATCH,
-        nbytes=BATCH * npz_folder.sample_bytes,
+        rows=npz_folder.arrays,
+        n=len(paths),
+        seed=SEED + 210,
         compression=npz_folder.compression,
     )
 
@@ -253,7 +236,7 @@ def test_npz_files(benchmark: Any, npz_folder: NpzFolder) -> None:
 
 def test_npz_bytes(benchmark: Any, npz_blob: NpzBlob) -> None:
     b = npz_blob.blob
-    compare(
+    compare_calls(
         benchmark,
         group="npz-bytes",
         case=npz_blob.case,
@@ -264,9 +247,5 @@ def test_npz_bytes(benchmark: Any, npz_blob: NpzBlob) -> None:
             Variant("reference", "dict(spdl.io.load_npz(b))", lambda _: dict(spdl.io.load_npz(b))),
             Variant("packread", "packread.load_npz(b)", lambda _: packread.load_npz(b)),
         ],
-        batches=itertools.repeat(None),
-        check=expect_arrays(npz_blob.arrays),
-        samples=1,
-        nbytes=sum(a.nbytes for a in npz_blob.arrays.values()),
-        **SMALL_CALLS,
+        expected=npz_blob.arrays,
     )

@@ -211,18 +211,21 @@ def _rows_possible_npz(data: bytes) -> bool:
     return all(_has_rows(a) for a in arrays) and len({len(a) for a in arrays}) == 1
 
 
+def _whole_loads(
+    ops: list[Op], name: str, load: Callable[[Any], Any], path: str, data: bytes, **views: Any
+) -> None:
+    """Ops ``name(path)``, ``name(bytes)``, ``name(<view>)`` for each of ``views`` (other
+    buffers of the same bytes) and ``name(file object)``: ``load`` of the whole input, checked
+    against the whole file."""
+    for how, source in {"path": path, "bytes": data, **views}.items():
+        _attempt(ops, f"{name}({how})", "load", ("all",), partial(load, source))
+    _attempt(ops, f"{name}(file object)", "load", ("all",), lambda: load(io.BytesIO(data)))
+
+
 def read_npz(path: str, plan: dict[str, Any]) -> list[Op]:
     ops: list[Op] = []
     data = Path(path).read_bytes()
-    _attempt(ops, "load_npz(path)", "load", ("all",), lambda: packread.load_npz(path))
-    _attempt(ops, "load_npz(bytes)", "load", ("all",), lambda: packread.load_npz(data))
-    _attempt(
-        ops,
-        "load_npz(file object)",
-        "load",
-        ("all",),
-        lambda: packread.load_npz(io.BytesIO(data)),
-    )
+    _whole_loads(ops, "load_npz", packread.load_npz, path, data)
     # The rows of the archive's stored arrays, through a file object: where every array can
     # have rows (stored, C order, at least 1-d; else packread refuses by design), or where
     # zipfile cannot tell (a damaged archive: whatever packread does is judged).
@@ -269,16 +272,7 @@ def read_npy(path: str, plan: dict[str, Any]) -> list[Op]:
     ops: list[Op] = []
     data = Path(path).read_bytes()
     shifted = memoryview(bytearray(b"\0" + data))[1:]  # unaligned: copied, not viewed
-    _attempt(ops, "load_npy(path)", "load", ("all",), lambda: packread.load_npy(path))
-    _attempt(ops, "load_npy(bytes)", "load", ("all",), lambda: packread.load_npy(data))
-    _attempt(ops, "load_npy(unaligned)", "load", ("all",), lambda: packread.load_npy(shifted))
-    _attempt(
-        ops,
-        "load_npy(file object)",
-        "load",
-        ("all",),
-        lambda: packread.load_npy(io.BytesIO(data)),
-    )
+    _whole_loads(ops, "load_npy", packread.load_npy, path, data, unaligned=shifted)
 
     def rows() -> Any:  # the array's rows, read through a file object
         reader = packread.NpyReader(io.BytesIO(data))

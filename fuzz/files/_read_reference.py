@@ -92,30 +92,27 @@ def _dataset_result(
     block: Callable[[int, int], Any],
 ) -> dict[str, Any]:
     itemsize = 16 if vlen else dtype.itemsize
+
+    def result(values: dict[int, Any], errors: dict[int, Err]) -> dict[str, Any]:
+        return {
+            "shape": shape,
+            "dtype": dtype.str,
+            "vlen": vlen,
+            "values": values,
+            "errors": errors,
+        }
+
     if rows is None:
         rows = _default_rows(shape, itemsize)
     elif shape:
         row = int(np.prod(shape[1:], dtype=object)) * max(itemsize, 1)
         if row * len(set(rows)) > MAX_READ_BYTES:  # a mutated shape: not read, not trusted
-            err: Err = ("harness.TooBig", False, f"rows of {row} bytes")
-            return {
-                "shape": shape,
-                "dtype": dtype.str,
-                "vlen": vlen,
-                "values": {},
-                "errors": dict.fromkeys(rows, err),
-            }
+            too_big: Err = ("harness.TooBig", False, f"rows of {row} bytes")
+            return result({}, dict.fromkeys(rows, too_big))
     if not shape:
-        err = ("harness.Scalar", False, "a scalar dataset has no rows")
-        return {
-            "shape": shape,
-            "dtype": dtype.str,
-            "vlen": vlen,
-            "values": {},
-            "errors": dict.fromkeys(rows, err),
-        }
-    values, errors = _read_rows(rows, block, vlen)
-    return {"shape": shape, "dtype": dtype.str, "vlen": vlen, "values": values, "errors": errors}
+        scalar: Err = ("harness.Scalar", False, "a scalar dataset has no rows")
+        return result({}, dict.fromkeys(rows, scalar))
+    return result(*_read_rows(rows, block, vlen))
 
 
 def read_h5py(path: str, request: dict[str, list[int]]) -> dict[str, Any]:

@@ -47,6 +47,23 @@ def assert_equal(got, want):
     assert got.tobytes() == want.tobytes()
 
 
+def assert_holds_npy_files(dst, folder, name):
+    """DST holds FOLDER's .npy files in name order: as the rows of dataset NAME (HDF5), or as
+    members of the same names stored as they are (ZIP)."""
+    files = sorted(os.listdir(folder))
+    if dst.suffix == ".h5":
+        with h5py.File(dst) as d:
+            for i, f in enumerate(files):
+                assert_equal(d[name][i], np.load(folder / f))
+        return
+    with zipfile.ZipFile(dst) as z:
+        assert z.testzip() is None
+        assert z.namelist() == files
+        for f in files:
+            assert z.getinfo(f).compress_type == zipfile.ZIP_STORED
+            assert z.read(f) == (folder / f).read_bytes()  # the files as they are
+
+
 @pytest.fixture
 def h5_src(tmp_path):
     """An h5py file the seeds would write: auto-chunked gzip images, labels, a group with a
@@ -62,22 +79,25 @@ def h5_src(tmp_path):
     return path
 
 
-@pytest.fixture
-def npy_folder(tmp_path):
-    folder = tmp_path / "npy"
+def sample_files(folder, ext, save):
+    """``folder`` with one file ``NNN.<ext>`` per image, written by ``save(path, i, image)``."""
     folder.mkdir()
     for i, im in enumerate(images()):
-        np.save(folder / f"{i:03d}.npy", im.astype("<f4"))
+        save(folder / f"{i:03d}.{ext}", i, im)
     return folder
+
+
+@pytest.fixture
+def npy_folder(tmp_path):
+    return sample_files(tmp_path / "npy", "npy", lambda p, i, im: np.save(p, im.astype("<f4")))
 
 
 @pytest.fixture
 def npz_folder(tmp_path):
-    folder = tmp_path / "npz"
-    folder.mkdir()
-    for i, im in enumerate(images()):
-        np.savez_compressed(folder / f"{i:03d}.npz", image=im, label=np.int64(i))
-    return folder
+    def save(path, i, im):
+        np.savez_compressed(path, image=im, label=np.int64(i))
+
+    return sample_files(tmp_path / "npz", "npz", save)
 
 
 @pytest.mark.parametrize("codec", CODECS)
@@ -165,18 +185,8 @@ def test_dataset_packread_cannot_decode_goes_through_h5py(tmp_path):
 def test_npy_folder(npy_folder, tmp_path, fmt):
     dst = tmp_path / f"out.{fmt}"
     result = convert(npy_folder, dst, name="images", progress=False)
-    files = sorted(os.listdir(npy_folder))
-    if fmt == "h5":
-        with h5py.File(dst) as d:
-            for i, f in enumerate(files):
-                assert_equal(d["images"][i], np.load(npy_folder / f))
-    else:
-        with zipfile.ZipFile(dst) as z:
-            assert z.namelist() == files
-            for f in files:
-                info = z.getinfo(f)
-                assert info.compress_type == zipfile.ZIP_STORED
-                assert z.read(f) == (npy_folder / f).read_bytes()  # the files as they are
+    assert_holds_npy_files(dst, npy_folder, "images")
+    if fmt == "zip":
         assert result.datasets["images"]["members"] == "*.npy"
     verify_conversion(npy_folder, dst, result)
 
@@ -331,15 +341,7 @@ def test_killed_process_resumes_from_the_command_line(npy_folder, tmp_path, fmt)
         f.write(os.urandom(1000))
     args = ["convert", str(npy_folder), str(dst), "-q", "--verify"]
     assert main([*args, "--resume"]) == 0
-    files = sorted(os.listdir(npy_folder))
-    if fmt == "h5":
-        with h5py.File(dst) as d:
-            for i, f in enumerate(files):
-                assert_equal(d["data"][i], np.load(npy_folder / f))
-    else:
-        with zipfile.ZipFile(dst) as z:
-            assert z.testzip() is None
-            assert z.namelist() == files
+    assert_holds_npy_files(dst, npy_folder, "data")
 
 
 def test_resume_refuses_other_options_or_nothing_to_resume(npy_folder, tmp_path, capsys):

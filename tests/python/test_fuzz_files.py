@@ -13,20 +13,10 @@ ROOT = Path(__file__).resolve().parents[2]
 FORMATS = ("hdf5", "pytables", "zip", "npz", "npy", "images")
 
 
-def test_fuzz_files_short_run(tmp_path):
+def run_fuzzer(*args: str) -> str:
+    """What ``fuzz/files/fuzz_files.py ARGS`` prints, after checking that it exits 0."""
     proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "fuzz" / "files" / "fuzz_files.py"),
-            "--runs",
-            "40",
-            "--seed",
-            "1",
-            "--seconds",
-            "120",
-            "--out",
-            str(tmp_path / "artifacts"),
-        ],
+        [sys.executable, str(ROOT / "fuzz" / "files" / "fuzz_files.py"), *args],
         capture_output=True,
         text=True,
         timeout=300,
@@ -34,6 +24,13 @@ def test_fuzz_files_short_run(tmp_path):
     )
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr[-3000:]
+    return out
+
+
+def test_fuzz_files_short_run(tmp_path):
+    out = run_fuzzer(
+        "--runs", "40", "--seed", "1", "--seconds", "120", "--out", str(tmp_path / "artifacts")
+    )
     assert "files: no failures" in out
     assert re.search(r"^files: Done 40 runs in \d+ second\(s\)$", out, re.M), out
     # Every seed read unmutated, equal to its reference.
@@ -70,15 +67,6 @@ DAMAGED = {
 
 def test_damaged_files_the_fuzzer_found_keep_their_verdicts():
     folder = ROOT / "tests" / "fixtures" / "damaged"
-    paths = [str(folder / name) for name in DAMAGED]
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "fuzz" / "files" / "fuzz_files.py"), "--replay", *paths],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    out = proc.stdout
-    assert proc.returncode == 0, out + proc.stderr[-3000:]
+    out = run_fuzzer("--replay", *(str(folder / name) for name in DAMAGED))
     verdicts = dict(re.findall(r"^\S*/([^/\s]+): \w+, plan.*?^  => ([\w-]+):", out, re.M | re.S))
     assert verdicts == DAMAGED, out

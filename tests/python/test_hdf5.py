@@ -1147,16 +1147,14 @@ def test_open_read_drop_keeps_descriptors_flat(tmp_path):
     assert most <= 4, f"{most} descriptors still open after dropping the readers"
 
 
-def test_directory_is_refused(tmp_path):
-    with pytest.raises(IsADirectoryError) as exc:
-        packread.HDF5Reader(tmp_path)
-    assert isinstance(exc.value, packread.PackreadError)
-    assert str(tmp_path) in str(exc.value)
-
-
-def test_missing_file(tmp_path):
-    path = tmp_path / "nope.h5"
-    with pytest.raises(FileNotFoundError) as exc:
+@pytest.mark.parametrize(
+    ("name", "error"),
+    [("", IsADirectoryError), ("nope.h5", FileNotFoundError)],
+    ids=["directory", "missing-file"],
+)
+def test_path_that_is_no_file_is_refused_naming_it(tmp_path, name, error):
+    path = tmp_path / name  # the folder itself for ""
+    with pytest.raises(error) as exc:
         packread.HDF5Reader(path)
     assert isinstance(exc.value, packread.PackreadError)
     assert str(path) in str(exc.value)

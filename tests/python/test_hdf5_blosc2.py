@@ -18,9 +18,8 @@ import tables
 
 import packread
 from support.h5files import all_rows, chunk_spans, index_forms, sample_data
-from support.helpers import NPY_SCALAR_DTYPES, assert_same
+from support.helpers import BLOSC_CODECS, NUMERIC_DTYPES, assert_same, pytables_filters
 
-CODECS = ["blosclz", "lz4", "lz4hc", "zlib", "zstd"]
 FILTERS = {
     "nofilter": hdf5plugin.Blosc2.NOFILTER,
     "shuffle": hdf5plugin.Blosc2.SHUFFLE,
@@ -36,9 +35,6 @@ LAYOUTS = {
     "2d-rows": ((40, 300), (3, 300)),
     "1d": ((1000,), (96,)),
 }
-NUMERIC = [
-    d for d in NPY_SCALAR_DTYPES if np.dtype(d).kind in "biufc" and np.dtype(d) != np.longdouble
-]
 
 
 def _check(path, name, *, native=True, want=None):
@@ -56,7 +52,7 @@ def _check(path, name, *, native=True, want=None):
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=LAYOUTS.keys())
 @pytest.mark.parametrize("filt", FILTERS, ids=FILTERS.keys())
-@pytest.mark.parametrize("cname", CODECS)
+@pytest.mark.parametrize("cname", BLOSC_CODECS)
 def test_hdf5plugin_blosc2_matches_h5py(tmp_path, cname, filt, layout):
     shape, chunks = LAYOUTS[layout]
     data = sample_data(np.random.default_rng(1), shape, "<f4")
@@ -71,7 +67,7 @@ def test_hdf5plugin_blosc2_matches_h5py(tmp_path, cname, filt, layout):
     _check(path, "x")
 
 
-@pytest.mark.parametrize("dtype", NUMERIC)
+@pytest.mark.parametrize("dtype", NUMERIC_DTYPES)
 def test_hdf5plugin_blosc2_every_numeric_dtype(tmp_path, dtype):
     data = sample_data(np.random.default_rng(2), (23, 5, 7), dtype)
     path = tmp_path / "d.h5"
@@ -95,7 +91,7 @@ def test_hdf5plugin_blosc2_delta_and_random_data(tmp_path):
         _check(path, name)
 
 
-PYTABLES_COMPLIBS = ["blosc2", *(f"blosc2:{c}" for c in CODECS)]
+PYTABLES_COMPLIBS = ["blosc2", *(f"blosc2:{c}" for c in BLOSC_CODECS)]
 
 
 @pytest.mark.parametrize("shuffle", ["none", "shuffle", "bitshuffle"])
@@ -104,12 +100,7 @@ def test_pytables_blosc2_matches_pytables(tmp_path, complib, shuffle):
     rng = np.random.default_rng(4)
     data = sample_data(rng, (31, 6, 9), "<f8")
     path = tmp_path / "t.h5"
-    filters = tables.Filters(
-        complevel=5,
-        complib=complib,
-        shuffle=shuffle == "shuffle",
-        bitshuffle=shuffle == "bitshuffle",
-    )
+    filters = pytables_filters(complib, shuffle)
     with tables.open_file(str(path), "w") as f:
         f.create_carray("/", "c", obj=data, filters=filters, chunkshape=(4, 6, 9))
         f.create_carray("/", "odd", obj=data, filters=filters, chunkshape=(3, 4, 5))

@@ -12,21 +12,13 @@ import tables
 
 import packread
 from support.h5files import all_rows, chunk_spans, index_forms, sample_data
-from support.helpers import NPY_SCALAR_DTYPES, assert_same
-
-# Numeric dtypes of every size and byte order (strings and records are covered elsewhere and
-# go through the same decoders).
-NUMERIC = [
-    d for d in NPY_SCALAR_DTYPES if np.dtype(d).kind in "biufc" and np.dtype(d) != np.longdouble
-]
+from support.helpers import BLOSC_CODECS, NUMERIC_DTYPES, assert_same, pytables_filters
 
 SHAPE = (29, 3, 10, 12)
 CHUNKS = {
     "one-sample": (1, 3, 10, 12),
     "unaligned": (4, 2, 7, 5),
 }
-
-BLOSC_CODECS = ["blosclz", "lz4", "lz4hc", "zlib", "zstd"]
 BLOSC_SHUFFLES = {
     "noshuffle": hdf5plugin.Blosc.NOSHUFFLE,
     "shuffle": hdf5plugin.Blosc.SHUFFLE,
@@ -80,7 +72,7 @@ def test_hdf5plugin_codecs_match_h5py(tmp_path, filt, chunks):
     _check(path, "x")
 
 
-@pytest.mark.parametrize("dtype", NUMERIC)
+@pytest.mark.parametrize("dtype", NUMERIC_DTYPES)
 @pytest.mark.parametrize(
     "filt", ["blosc-zstd-shuffle", "blosc-lz4-bitshuffle", "bitshuffle-lz4", "zstd", "lz4"]
 )
@@ -116,12 +108,7 @@ def test_pytables_blosc_carray_matches_pytables(tmp_path, complib, shuffle, comp
     rng = np.random.default_rng(4)
     data = sample_data(rng, (31, 6, 9), "<f8", compressible=compressible)
     path = tmp_path / "t.h5"
-    filters = tables.Filters(
-        complevel=5,
-        complib=complib,
-        shuffle=shuffle == "shuffle",
-        bitshuffle=shuffle == "bitshuffle",
-    )
+    filters = pytables_filters(complib, shuffle)
     with tables.open_file(str(path), "w") as f:
         f.create_carray("/", "c", obj=data, filters=filters, chunkshape=(4, 6, 9))
         f.create_carray("/", "one", obj=data, filters=filters, chunkshape=(1, 6, 9))
@@ -148,7 +135,7 @@ def test_pytables_incompressible_chunks_are_stored_unfiltered(tmp_path):
     _check(path, "x")
 
 
-@pytest.mark.parametrize("dtype", NUMERIC)
+@pytest.mark.parametrize("dtype", NUMERIC_DTYPES)
 def test_pytables_default_blosc_every_numeric_dtype(tmp_path, dtype):
     rng = np.random.default_rng(6)
     data = sample_data(rng, (19, 4, 3), dtype)

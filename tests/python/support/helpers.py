@@ -1,4 +1,5 @@
-"""Helpers shared by the NPY tests: bit-exact comparison and hand-made NPY streams."""
+"""Helpers shared by the tests: bit-exact comparison, hand-made NPY streams, the dtypes the
+format tests go through, PyTables filters."""
 
 from __future__ import annotations
 
@@ -173,33 +174,17 @@ def in_child(work, result_path=None, timeout_s: float = 60):
         return _unpack(pickle.load(f))
 
 
+def _both_orders(*codes: str) -> list[str]:
+    """Each type code little-endian, then big-endian: ``["<i2", ">i2", ...]``."""
+    return [f"{order}{code}" for code in codes for order in "<>"]
+
+
 # Every scalar dtype numpy writes to NPY, both byte orders where they differ.
 NPY_SCALAR_DTYPES = [
     "|b1",
     "|i1",
     "|u1",
-    "<i2",
-    ">i2",
-    "<i4",
-    ">i4",
-    "<i8",
-    ">i8",
-    "<u2",
-    ">u2",
-    "<u4",
-    ">u4",
-    "<u8",
-    ">u8",
-    "<f2",
-    ">f2",
-    "<f4",
-    ">f4",
-    "<f8",
-    ">f8",
-    "<c8",
-    ">c8",
-    "<c16",
-    ">c16",
+    *_both_orders("i2", "i4", "i8", "u2", "u4", "u8", "f2", "f4", "f8", "c8", "c16"),
     "|S1",
     "|S7",
     "<U1",
@@ -222,12 +207,7 @@ PROPERTY_DTYPES = [
     "<u2",
     ">u4",
     "<u8",
-    "<f2",
-    ">f2",
-    "<f4",
-    ">f4",
-    "<f8",
-    ">f8",
+    *_both_orders("f2", "f4", "f8"),
     "<c8",
     ">c16",
     "|S3",
@@ -236,6 +216,28 @@ PROPERTY_DTYPES = [
     "rec",
 ]
 PROPERTY_RECORD = np.dtype([("a", ">i2"), ("b", "<f4", (2,)), ("c", "|S2")])
+
+# Numeric dtypes of every size and byte order (strings and records are covered elsewhere and
+# go through the same decoders), for the HDF5 codec tests.
+NUMERIC_DTYPES = [
+    d for d in NPY_SCALAR_DTYPES if np.dtype(d).kind in "biufc" and np.dtype(d) != np.longdouble
+]
+
+# The codecs inside blosc and blosc2.
+BLOSC_CODECS = ["blosclz", "lz4", "lz4hc", "zlib", "zstd"]
+
+
+def pytables_filters(complib: str, shuffle: str):
+    """PyTables' ``Filters`` for ``complib`` at level 5, ``shuffle`` one of ``"none"``,
+    ``"shuffle"`` and ``"bitshuffle"``."""
+    import tables
+
+    return tables.Filters(
+        complevel=5,
+        complib=complib,
+        shuffle=shuffle == "shuffle",
+        bitshuffle=shuffle == "bitshuffle",
+    )
 
 
 def run_threads(work, count: int = 8, timeout_s: float = 60) -> None:
