@@ -99,7 +99,7 @@ def test_rows(benchmark: Any, npy_img: NpyFolder, tmp_path: Path) -> None:
     reader = packread.NpyReader(str(path))
     out = np.empty((BATCH, *reader.shape), dtype=reader.dtype)
     fd = os.open(path, os.O_RDONLY)
-    row_bytes, offset = npy_folder.sample_bytes, mm.offset
+    row_bytes, offset = int(data[0].nbytes), mm.offset
     anchor_out = np.empty((BATCH, row_bytes), np.uint8)
     pool = two_thread_pool()
 
