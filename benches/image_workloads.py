@@ -713,8 +713,8 @@ class DaliEpochs(DaliPipelineEpochs):
 
 class PackEpochs:
     """One shuffled epoch per ``iter()``: ``ImageReader.batch_async`` on a permutation cut into
-    batches of 64, ``depth`` batches in flight, each handed over as ``torch.from_numpy`` (images
-    and ``reader.labels[idx]``)."""
+    batches of 64, ``depth`` batches in flight, each handed over as ``torch.from_numpy`` (the
+    batch's images and labels)."""
 
     def __init__(self, reader: packread.ImageReader, depth: int = 2, seed: int = 0) -> None:
         self.reader = reader
@@ -732,18 +732,20 @@ class PackEpochs:
             (idx, r.batch_async(idx, epoch=epoch)) for idx in itertools.islice(batches, self.depth)
         )
         while pending:
-            idx, p = pending.popleft()
-            images = p.result()
+            _, p = pending.popleft()
+            batch = p.result()
             nxt = next(batches, None)
             if nxt is not None:
                 pending.append((nxt, r.batch_async(nxt, epoch=epoch)))
-            yield torch.from_numpy(images), torch.from_numpy(r.labels[idx])
+            yield torch.from_numpy(batch["images"]), torch.from_numpy(batch["labels"])
 
 
 def pack_reader(source: str, train: bool, **options: Any) -> packread.ImageReader:
     if train:
-        return packread.ImageReader(source, size=SIZE, crop="random", flip=True, seed=0, **options)
-    return packread.ImageReader(source, size=SIZE, crop="center", resize=RESIZE, **options)
+        decode = packread.ImageDecode(SIZE, crop="random", flip=True)
+        return packread.ImageReader(source, decode=decode, augment_seed=0, **options)
+    decode = packread.ImageDecode(SIZE, crop="center", resize=RESIZE)
+    return packread.ImageReader(source, decode=decode, **options)
 
 
 # --------------------------------------------------------------------------------------------
