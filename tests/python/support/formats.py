@@ -251,7 +251,7 @@ def write_all(root: str) -> dict[str, Case]:
     # axis is the samples, read together; compared with np.load(mmap_mode="r")[rows].
     x_path, y_path = os.path.join(root, "X.npy"), os.path.join(root, "y.npy")
     np.save(x_path, _images(7, ">i2"))
-    np.save(y_path, np.arange(N, dtype="<u8") * 7)
+    np.save(y_path, np.arange(N, dtype="<i8") * 7)
 
     def rows_ref(rows: list[int], x=x_path, y=y_path) -> dict[str, np.ndarray]:
         return {
