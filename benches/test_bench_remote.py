@@ -211,7 +211,7 @@ def test_remote_epoch(benchmark: Any, served: dict[str, Any]) -> None:
         num_workers=2,
         persistent_workers=True,
     )
-    opts = {"index_cache": served["cache"]}
+    opts = {"remote": packread.Remote(index_cache=served["cache"])}
     pack_main = PackDataset(slow, BATCH, **opts)
     pack_workers = DataLoader(
         PackDataset(slow, BATCH, **opts),

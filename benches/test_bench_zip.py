@@ -97,8 +97,9 @@ def _zip_compare(
 
 def test_raw(benchmark: Any, zip_raw: ZipSet) -> None:
     names = zip_raw.names
-    reader = packread.ZipReader(zip_raw.path)
-    reader_no_crc = packread.ZipReader(zip_raw.path, verify_crc=False)
+    raw = {"dtype": np.uint8, "shape": IMAGE_SHAPE}  # the members' layout, given once
+    reader = packread.ZipReader(zip_raw.path, **raw)
+    reader_no_crc = packread.ZipReader(zip_raw.path, verify_crc=False, **raw)
     out = np.empty((BATCH, *IMAGE_SHAPE), dtype=np.uint8)
     seed_ds = SeedZipDataset(zip_raw.path, names, IMAGE_SHAPE)
 
@@ -106,7 +107,7 @@ def test_raw(benchmark: Any, zip_raw: ZipSet) -> None:
         return np.frombuffer(b, dtype=np.uint8).reshape(IMAGE_SHAPE)
 
     def by_name(idx: np.ndarray, **kw: Any) -> np.ndarray:
-        return reader.batch([names[i] for i in idx], dtype=np.uint8, shape=IMAGE_SHAPE, **kw)
+        return reader.batch([names[i] for i in idx], **kw)
 
     with zipfile.ZipFile(zip_raw.path) as zf:
         variants = [
@@ -126,21 +127,21 @@ def test_raw(benchmark: Any, zip_raw: ZipSet) -> None:
                 lambda idx: torch.stack([seed_ds[int(i)] for i in idx]),
             ),
             *(gather_limits(zip_raw.data) if zip_raw.name == "stored" else []),
-            Variant("packread", "ZipReader.batch(names, dtype, shape)", by_name),
+            Variant("packread", "ZipReader(dtype, shape).batch(names)", by_name),
             Variant(
                 "packread",
-                "ZipReader.batch(names, dtype, shape, out=buf)",
+                "ZipReader(dtype, shape).batch(names, out=buf)",
                 lambda idx: by_name(idx, out=out),
             ),
             Variant(
                 "packread",
-                "ZipReader.batch(positions, dtype, shape)",
-                lambda idx: reader.batch(idx, dtype=np.uint8, shape=IMAGE_SHAPE),
+                "ZipReader(dtype, shape).batch(positions)",
+                reader.batch,
             ),
             Variant(
                 "packread",
-                "ZipReader(verify_crc=False).batch(positions, dtype, shape)",
-                lambda idx: reader_no_crc.batch(idx, dtype=np.uint8, shape=IMAGE_SHAPE),
+                "ZipReader(dtype, shape, verify_crc=False).batch(positions)",
+                reader_no_crc.batch,
                 note="CRC-32 not checked (the baseline checks it)",
             ),
         ]

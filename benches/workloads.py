@@ -177,7 +177,7 @@ def _workload(fmt: str, path: str, n: int) -> Workload:
     if fmt.startswith("hdf5"):
         return Workload(fmt, path, n, _size(path), lambda: SeedH5Dataset(path), {})
     if fmt == "zip-raw":
-        opts = {"datasets": "img/*.raw", "dtype": np.uint8, "shape": IMAGE_SHAPE}
+        opts = {"members": "img/*.raw", "dtype": np.uint8, "shape": IMAGE_SHAPE}
         return Workload(fmt, path, n, _size(path), lambda: MultiWorkerZIPDataset(path), opts)
     if fmt == "npy-folder":
         return Workload(fmt, path, n, _size(path), lambda: SeedNpyDataset(path), {})
