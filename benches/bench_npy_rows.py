@@ -16,6 +16,7 @@ cold, one thread reading the rows with ``os.pread``.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -135,6 +136,10 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         order = names if r % 2 == 0 else names[::-1]
         for name in order:
             if args.mode == "cold":
+                # The previous contender's memmap must be gone first: the kernel does not
+                # drop pages a live mapping maps, and the next contender would find them.
+                read = None
+                gc.collect()
                 drop_caches()
                 opener = makers.get(name, lambda: pread_rows(path, offset, row_bytes))
                 read = opener()
