@@ -12,6 +12,7 @@ import torch
 from torch.utils.data import Dataset, get_worker_info
 
 from .._common import BatchReader
+from .._deprecated import source_names
 from .._epoch import check_int
 from .._open import Source, legacy_datasets
 from ..errors import PackreadTypeError
@@ -65,6 +66,7 @@ class PackMapDataset(Dataset):
     (64, torch.Size([3, 32, 32]))
     """
 
+    @source_names("PackMapDataset")
     def __init__(
         self,
         source: Source,
