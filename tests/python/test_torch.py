@@ -534,6 +534,22 @@ def test_map_dataset_in_every_format(cases, name, workers, request):
     assert same(as_reference(ds.collate_fn(rows), ref), ref)
 
 
+def test_map_dataset_rows_of_flat_images_at_their_own_size(cases):
+    # ragged="flat" images are (values, offsets, shapes): a row is one image, shaped.
+    case = cases["img_zip"]
+    ds = PackMapDataset(case.source, decode=packread.ImageDecode(), ragged="flat")
+    idx = [3, 0, 36]
+    want = case.reference(idx)
+    rows = ds.__getitems__(idx)
+    assert len(rows) == len(idx)
+    for k, (row, i) in enumerate(zip(rows, idx, strict=True)):
+        assert same(row["images"].numpy(), want["images"][k])
+        assert same(ds[i]["images"].numpy(), want["images"][k])
+        assert int(row["labels"]) == want["labels"][k]
+    values, offsets, shapes = ds.collate_fn(rows)["images"]
+    assert shapes.tolist() == [[10, 12, 3]] * 3
+
+
 def test_map_dataset_transform(cases):
     ds = PackMapDataset(cases["npy"].source, transform=times_two)
     assert np.array_equal(ds[2].numpy(), cases["npy"].reference([2])[0] * 2)
