@@ -548,6 +548,8 @@ def test_map_dataset_rows_of_flat_images_at_their_own_size(cases):
         assert int(row["labels"]) == want["labels"][k]
     values, offsets, shapes = ds.collate_fn(rows)["images"]
     assert shapes.tolist() == [[10, 12, 3]] * 3
+    assert offsets.tolist() == [0, 360, 720, 1080]
+    assert same(values.numpy(), np.concatenate([w.ravel() for w in want["images"]]))
 
 
 def test_map_dataset_transform(cases):
