@@ -25,7 +25,16 @@ import numpy as np
 import pytest
 
 import packread
-from support.formats import LAYOUTS, Case, N, same, write_all, write_layouts
+from support.formats import (
+    CASE_NAMES,
+    LAYOUTS,
+    RAGGED_NAMES,
+    Case,
+    N,
+    same,
+    write_all,
+    write_layouts,
+)
 from support.helpers import assert_same, in_child, run_threads
 from support.zipcraft import patch_both
 
@@ -33,17 +42,15 @@ from support.zipcraft import patch_both
 TIMEOUT_S = 60
 HANG_TIMEOUT_S = 8
 
-CASES = [
-    "npy",
-    "zip_raw",
-    "zip_npy",
-    "npz",
-    "h5",
-    "h5_lzf",
-    "h5_layouts",
-    "h5_shards",
-    "zip_shards",
-]
+#: The shared format matrix (support/formats.py), images included, and the HDF5 layouts file;
+#: not the variable-length cases: these tests read into ``out=`` and collate samples with
+#: torch's default_collate, which need samples of one size (test_torch runs the ragged cases
+#: through fork, spawn and forkserver workers).
+CASES = [*(n for n in CASE_NAMES if n not in RAGGED_NAMES), "h5_layouts"]
+#: Cases whose reads hang in a forked child once this process has read their files: an
+#: ImageReader over HDF5 shards (a bug in the Rust core). Their children are given
+#: HANG_TIMEOUT_S and the tests are expected failures, not hangs of the suite.
+FORK_HANGS = {"img_h5_shards"}
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +82,20 @@ def run_script(script: str, *args: object, hang: str) -> str:
     return proc.stdout
 
 
+def child_timeout(case: Case, request, timeout_s: float) -> float:
+    """How long a forked child of ``case`` may take; marks the known hangs (FORK_HANGS)."""
+    if case.name not in FORK_HANGS:
+        return timeout_s
+    request.applymarker(
+        pytest.mark.xfail(
+            reason="ImageReader over HDF5 shards hangs in a forked child once the parent read "
+            "the files (Rust core)",
+            strict=False,
+        )
+    )
+    return HANG_TIMEOUT_S
+
+
 def rows_of(idx) -> list[int]:
     """The sample each index means (negative ones count from the end)."""
     return [int(i) % N for i in idx]
@@ -95,16 +116,17 @@ def empty_out(reader, rows: int):
 # fork (BAD_INPUTS 28-30)
 
 
-def test_fork_child_reads_a_reader_the_parent_used(case, tmp_path):
+def test_fork_child_reads_a_reader_the_parent_used(case, tmp_path, request):
     reader = case.open()
     idx = [N - 1, 0, 17, 17, -2, 5]
     check(reader.batch(idx), case, idx)  # the parent's pool, caches and indexes are warm
-    got = in_child(lambda: reader.batch(idx), tmp_path / "child.pkl", TIMEOUT_S)
+    timeout = child_timeout(case, request, TIMEOUT_S)
+    got = in_child(lambda: reader.batch(idx), tmp_path / "child.pkl", timeout)
     check(got, case, idx)
     check(reader.batch(idx), case, idx)  # the parent is unaffected
 
 
-def test_fork_child_after_the_parent_used_a_larger_pool(case, tmp_path):
+def test_fork_child_after_the_parent_used_a_larger_pool(case, tmp_path, request):
     # BAD_INPUTS 29: the parent's pool threads do not exist in the child, which then reads
     # many batches on a pool of its own.
     reader = case.open()
@@ -120,18 +142,19 @@ def test_fork_child_after_the_parent_used_a_larger_pool(case, tmp_path):
                 assert same(reader.batch(backwards), want)
             return reader.batch(backwards)
 
-        got = in_child(work, tmp_path / "child.pkl", TIMEOUT_S)
+        got = in_child(work, tmp_path / "child.pkl", child_timeout(case, request, TIMEOUT_S))
     finally:
         packread.set_num_threads(0)
     check(got, case, backwards)
 
 
-def test_fork_child_reads_what_the_parent_never_indexed(case, tmp_path):
+def test_fork_child_reads_what_the_parent_never_indexed(case, tmp_path, request):
     # Opened in the parent, never read there: the child indexes lazily what it needs (ZIP local
     # headers, NPZ files after the first, HDF5 chunk indexes).
     reader = case.open()
     backwards = list(range(N - 1, -1, -1))
-    got = in_child(lambda: reader.batch(backwards), tmp_path / "child.pkl", TIMEOUT_S)
+    timeout = child_timeout(case, request, TIMEOUT_S)
+    got = in_child(lambda: reader.batch(backwards), tmp_path / "child.pkl", timeout)
     check(got, case, backwards)
     check(reader.batch([5]), case, [5])
 
@@ -148,6 +171,7 @@ def test_fork_while_a_parent_thread_reads(case, tmp_path, child, request):
         request.applymarker(
             pytest.mark.xfail(reason="fork handler vs a thread looping in libhdf5", strict=False)
         )
+    timeout = child_timeout(case, request, HANG_TIMEOUT_S)
     reader = case.open()
     want = reader.batch(range(N))
     stop = threading.Event()
@@ -172,7 +196,7 @@ def test_fork_while_a_parent_thread_reads(case, tmp_path, child, request):
     try:
         assert started.wait(TIMEOUT_S)
         for k in range(4):
-            got = in_child(work, tmp_path / f"child{k}.pkl", HANG_TIMEOUT_S)
+            got = in_child(work, tmp_path / f"child{k}.pkl", timeout)
             check(got, case, range(N))
     finally:
         stop.set()
@@ -181,12 +205,30 @@ def test_fork_while_a_parent_thread_reads(case, tmp_path, child, request):
     assert errors == []
 
 
+@pytest.mark.xfail(
+    reason="ImageReader over HDF5 shards: a forked child hangs reading two rows of a shard "
+    "once the parent read the reader (Rust core)",
+    strict=True,
+)
+def test_fork_child_reads_unread_rows_of_hdf5_image_shards(tmp_path):
+    # FORK_HANGS, made deterministic: fresh files; the parent reads one image, the child two
+    # others of one shard, through the same reader. (A child reading one row, rows the parent
+    # read, or a reader the parent never read, does not hang; one HDF5 file does not.)
+    from support.formats import write_image_cases
+
+    case = write_image_cases(str(tmp_path))["img_h5_shards"]
+    reader = case.open()
+    check(reader.batch([0]), case, [0])
+    got = in_child(lambda: reader.batch([5, 6]), tmp_path / "child.pkl", HANG_TIMEOUT_S)
+    check(got, case, [5, 6])
+
+
 # --------------------------------------------------------------------------------------------
 # torch DataLoader workers (BAD_INPUTS 28, 32)
 
 
 @pytest.mark.parametrize("context", ["fork", "spawn", "forkserver"])
-def test_dataloader_workers(case, context):
+def test_dataloader_workers(case, context, request):
     torch = pytest.importorskip("torch")
     from support.datasets import ReaderDataset, native
 
@@ -202,6 +244,8 @@ def test_dataloader_workers(case, context):
         shuffle=False,
         num_workers=2,
         multiprocessing_context=context,
+        # A known hang (FORK_HANGS) ends as the DataLoader's RuntimeError.
+        timeout=child_timeout(case, request, 0) if context == "fork" else 0,
     )
     parts = list(loader)
     if isinstance(parts[0], dict):
@@ -228,9 +272,12 @@ def test_readers_pickle_by_path_without_their_data(case):
     idx = [7, 0, N - 1, 3, 3, -N]
     want = reader.batch(idx)
     paths = reader.paths if hasattr(reader, "paths") else [reader.path]
+    # Options and paths, never data; an image reader's options hold ImageDecode, Remote and
+    # Limits objects (some 600 bytes more at protocol 0).
+    budget = 800 + (600 if case.name.startswith("img") else 0)
     for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
         blob = pickle.dumps(reader, protocol=protocol)
-        assert len(blob) < 800 + sum(len(str(p)) + 16 for p in paths), len(blob)
+        assert len(blob) < budget + sum(len(str(p)) + 16 for p in paths), len(blob)
         assert _data_bytes(case) not in blob
         copy = pickle.loads(blob)
         assert type(copy) is type(reader)
