@@ -6,10 +6,13 @@ old name is the ``TypeError`` Python gives for an unknown keyword."""
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
+import os
+import sys
 import warnings
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from ._options import ImageDecode, Limits, Remote
 
@@ -45,11 +48,28 @@ _SPELLED = {
 }
 
 
-def warn(old: str, new: str, stacklevel: int = 3) -> None:
+#: Where packread's modules are: a warning is blamed on the first caller outside them.
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _outside_packread() -> int:
+    """The ``stacklevel`` at which :func:`warn`'s ``warnings.warn`` names the first frame
+    outside packread: the user's line, however many of packread's calls (``packread.open``,
+    a torch dataset, a reader) the old name went through."""
+    frame = sys._getframe(2)  # warn's caller (0 is this function, 1 is warn)
+    level = 2
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):
+        frame = frame.f_back
+        level += 1
+    return level
+
+
+def warn(old: str, new: str) -> None:
+    """The ``DeprecationWarning`` for an old name, blamed on the user's line."""
     warnings.warn(
         f"{old} is deprecated; use {new} (it will be removed in the next release)",
         DeprecationWarning,
-        stacklevel=stacklevel + 1,
+        stacklevel=_outside_packread(),
     )
 
 
@@ -65,7 +85,6 @@ def fold(
     func: Callable[..., Any],
     given: dict[str, Any],
     old: dict[str, Any],
-    stacklevel: int = 3,
 ) -> dict[str, Any]:
     """``given`` (the options ``func``, a reader's constructor, took: its ``locals()`` on
     entry) with ``old`` (keyword arguments under former names) folded in, each with a warning:
@@ -81,13 +100,13 @@ def fold(
     for name, value in old.items():
         if name in RENAMED and RENAMED[name] in params:
             new = RENAMED[name]
-            warn(f"{where}({name}=)", f"{new}=", stacklevel)
+            warn(f"{where}({name}=)", f"{new}=")
             if out.get(new) is not params[new]:
                 raise TypeError(f"{where}() got both {name}= and {new}=")
             out[new] = value
         elif name in GROUPED and GROUPED[name][1] in params:
             param, group = GROUPED[name]
-            warn(f"{where}({name}=)", f"{group}={_SPELLED[group]}({param}=...)", stacklevel)
+            warn(f"{where}({name}=)", f"{group}={_SPELLED[group]}({param}=...)")
             groups.setdefault(group, {})[param] = value
         else:
             raise unknown(where, name, params)
@@ -98,6 +117,40 @@ def fold(
             values["data_cache"] = False
         out[group] = _GROUPS[group](**values)
     return out
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def source_names(where: str, *old: str) -> Callable[[F], F]:
+    """Wraps a constructor or function whose first parameter (``self`` aside) is ``source``:
+    ``old`` are the names that parameter had in the previous release, which still work with a
+    warning; any other former name of it (``RENAMED``) is a ``TypeError`` naming ``source``.
+    The signature is the wrapped one's (``inspect.signature`` follows ``__wrapped__``)."""
+
+    def wrap(func: F) -> F:
+        names = list(inspect.signature(func).parameters)
+        at = names.index("source")
+
+        @functools.wraps(func)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            given = [n for n in kwargs if RENAMED.get(n) == "source"]
+            if given:
+                name = given[0]
+                if name not in old:
+                    raise TypeError(
+                        f"{where}() got an unexpected keyword argument {name!r}: what to read "
+                        "is source= (or the first argument)"
+                    )
+                if len(args) > at or "source" in kwargs or len(given) > 1:
+                    raise TypeError(f"{where}() got {name}= and another source (source=)")
+                warn(f"{where}({name}=)", "source=")
+                kwargs["source"] = kwargs.pop(name)
+            return func(*args, **kwargs)
+
+        return call  # type: ignore[return-value]
+
+    return wrap
 
 
 class SampleKeys:

@@ -246,6 +246,18 @@ class EpochPlan:
         return [f"{k}={state.get(k)!r} (now {mine[k]!r})" for k in differ]
 
 
+#: What one sample of a variable-length array takes in a decoded chunk: its HDF5 heap ID (a
+#: u32 length, an 8-byte heap collection address, a u32 index); the sequence is read apart.
+RAGGED_SAMPLE_BYTES = 16
+
+
+def _chunk_bytes(shape: tuple[int | None, ...], dtype: np.dtype[Any]) -> int:
+    """What one sample of an array takes in the reader's decoded chunks."""
+    if None in shape:  # variable-length: the chunk holds heap IDs
+        return RAGGED_SAMPLE_BYTES
+    return math.prod(cast("tuple[int, ...]", shape)) * dtype.itemsize
+
+
 def default_window(reader: BatchReader, samples_per_chunk: int) -> int:
     """Chunks per shuffle window in ``"chunk"`` mode: as many as the reader's chunk cache
     holds, so that each chunk stays decoded while its window is read."""
@@ -253,10 +265,9 @@ def default_window(reader: BatchReader, samples_per_chunk: int) -> int:
         return 1
     shapes, dtypes = reader.shape, reader.dtype
     if isinstance(dtypes, dict):
-        shape_of = cast("dict[str, tuple[int, ...]]", shapes)
-        sample = sum(math.prod(shape_of[k]) * dtypes[k].itemsize for k in dtypes)
+        sample = sum(_chunk_bytes(shapes[k], dtypes[k]) for k in dtypes)
     else:
-        sample = math.prod(cast("tuple[int, ...]", shapes)) * dtypes.itemsize
+        sample = _chunk_bytes(shapes, dtypes)
     budget = int(getattr(reader, "cache_bytes", 0))
     return max(1, budget // max(sample * samples_per_chunk, 1))
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from . import _packread
 from ._common import Indices, as_indices, check_num_threads
-from ._deprecated import fold
+from ._deprecated import fold, source_names
 from ._options import Remote
 from ._reader import ArrayInfo, ArrayReader, Out, check_ragged, ragged_values
 from ._registry import Format, register
@@ -176,6 +176,7 @@ class HDF5Reader(ArrayReader):
 
     format = "hdf5"
 
+    @source_names("HDF5Reader", "src")
     def __init__(
         self,
         source: Any,

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import _packread
 from ._common import check_num_threads
-from ._deprecated import GROUPED, fold
+from ._deprecated import GROUPED, fold, source_names
 from ._hdf5 import HDF5_SUFFIXES
 from ._options import DEFAULT_MAX_IMAGE_BYTES, ImageDecode, Limits, Remote
 from ._reader import ArrayReader, check_ragged
@@ -90,6 +90,7 @@ class ImageReader(ArrayReader):
 
     format = "images"
 
+    @source_names("ImageReader")
     def __init__(
         self,
         source: Any,

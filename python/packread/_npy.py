@@ -11,7 +11,7 @@ import numpy as np
 
 from . import _packread
 from ._common import byte_view, check_num_threads
-from ._deprecated import SampleKeys, fold
+from ._deprecated import SampleKeys, fold, source_names
 from ._options import DEFAULT_MAX_HEADER_SIZE, Limits, Remote
 from ._reader import ArrayReader
 from ._registry import Format, head_of, register
@@ -33,6 +33,7 @@ def is_npy(head: Any) -> bool:
     return bool(head(0).startswith(NPY_MAGIC))
 
 
+@source_names("load_npy", "src")
 def load_npy(
     source: str | os.PathLike[str] | BytesLike | Any,
     *,
@@ -124,6 +125,7 @@ class NpyReader(SampleKeys, ArrayReader):
 
     format = "npy"
 
+    @source_names("NpyReader", "paths")
     def __init__(
         self,
         source: Any,

@@ -9,7 +9,7 @@ from typing import Any
 
 from . import _packread
 from ._common import PendingBatch, byte_view, check_num_threads
-from ._deprecated import fold, warn
+from ._deprecated import fold, source_names, warn
 from ._npy import BytesLike
 from ._options import Limits, Remote
 from ._reader import ArrayReader, Out
@@ -20,6 +20,7 @@ from ._zip import DEFAULT_MAX_MEMBER_BYTES
 from .errors import InvalidArgumentError, MissingKeyError, PackreadTypeError, UnsupportedError
 
 
+@source_names("load_npz", "src")
 def load_npz(
     source: str | os.PathLike[str] | BytesLike | Any,
     *,
@@ -86,6 +87,7 @@ class NpzReader(ArrayReader):
     format = "npz"
     _single = False
 
+    @source_names("NpzReader", "paths")
     def __init__(
         self,
         source: Any,

@@ -9,7 +9,7 @@ from typing import Any, Union
 
 from . import _hdf5, _image, _npy, _npz, _zip  # noqa: F401  (each registers its format)
 from ._common import BatchReader
-from ._deprecated import GROUPED, RENAMED, unknown, warn
+from ._deprecated import GROUPED, RENAMED, source_names, unknown, warn
 from ._registry import Format, detect, get
 from ._sources import classify
 from .errors import InvalidArgumentError, PackreadTypeError
@@ -37,6 +37,7 @@ def check_options(
             raise unknown(where, name, [*fmt.options, *own])
 
 
+@source_names("packread.open")
 def open(source: Source, *, format: str | None = None, **options: Any) -> BatchReader:
     """The packread reader for ``source``, of the format the registry finds (or ``format=``
     names: ``"hdf5"``, ``"zip"``, ``"npz"``, ``"npy"``, ``"images"``).
@@ -100,7 +101,7 @@ def open_reader(source: Source, datasets: Any = None, **options: Any) -> BatchRe
     ...     packread.open_reader("train.h5", "images").shape
     (3, 32, 32)
     """
-    warn("packread.open_reader()", "packread.open()", 2)
+    warn("packread.open_reader()", "packread.open()")
     if datasets is not None:
         legacy_datasets(source, datasets, options, "open_reader")
     return open(source, **options)

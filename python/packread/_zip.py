@@ -10,7 +10,7 @@ import numpy as np
 
 from . import _packread
 from ._common import Indices, PendingBatch, check_num_threads
-from ._deprecated import SampleKeys, fold, warn
+from ._deprecated import SampleKeys, fold, source_names, warn
 from ._options import Limits, Remote
 from ._reader import ArrayReader, Out
 from ._registry import Format, register
@@ -96,6 +96,7 @@ class ZipReader(SampleKeys, ArrayReader):
 
     format = "zip"
 
+    @source_names("ZipReader", "path")
     def __init__(
         self,
         source: Any,

@@ -193,8 +193,22 @@ pub fn install_sized<R: Send>(
     }
 }
 
+// Every parallel loop of packread goes through the helpers below (or checks [`is_inline`] and
+// runs inside [`install_with`]): a rayon loop started on a thread that is in no pool runs on
+// rayon's global pool, whose threads, started in a parent process, do not exist in a forked
+// child, where the loop would then wait forever (a DataLoader worker reading a batch inline).
+
 /// `items.map(f).collect()`, in parallel on the current pool unless this thread runs inline.
 pub fn try_map<T: Sync, R: Send, E: Send>(
+    items: &[T],
+    f: impl Fn(usize, &T) -> Result<R, E> + Sync + Send,
+) -> Result<Vec<R>, E> {
+    try_map_with(None, items, f)
+}
+
+/// [`try_map`] on the pool `threads` selects (as [`install_with`]).
+pub fn try_map_with<T: Sync, R: Send, E: Send>(
+    threads: Option<usize>,
     items: &[T],
     f: impl Fn(usize, &T) -> Result<R, E> + Sync + Send,
 ) -> Result<Vec<R>, E> {
@@ -202,7 +216,23 @@ pub fn try_map<T: Sync, R: Send, E: Send>(
     if items.len() <= 1 || is_inline() {
         return items.iter().enumerate().map(|(k, t)| f(k, t)).collect();
     }
-    install(|| items.par_iter().enumerate().map(|(k, t)| f(k, t)).collect())
+    install_with(threads, || {
+        items.par_iter().enumerate().map(|(k, t)| f(k, t)).collect()
+    })
+}
+
+/// `f` on every item, in parallel on the pool `threads` selects unless this thread runs
+/// inline; the first error stops the loop.
+pub fn try_for_each_with<T: Send, E: Send>(
+    threads: Option<usize>,
+    items: &mut [T],
+    f: impl Fn(&mut T) -> Result<(), E> + Sync + Send,
+) -> Result<(), E> {
+    use rayon::prelude::*;
+    if items.len() <= 1 || is_inline() {
+        return items.iter_mut().try_for_each(f);
+    }
+    install_with(threads, || items.par_iter_mut().try_for_each(f))
 }
 
 /// Queues `job` on the pool `threads` selects (as [`install_with`]) and returns at once. The

@@ -51,8 +51,7 @@ pub(crate) fn verified(sources: &[&dyn Files], result: Result<()>) -> Result<()>
     if sources.len() <= VERIFIED_IN_SERIES {
         sources.iter().try_for_each(|s| s.verify())?;
     } else {
-        use rayon::prelude::*;
-        sources.par_iter().try_for_each(|s| s.verify())?;
+        crate::batch::pool::try_map(sources, |_, s| s.verify())?;
     }
     result
 }

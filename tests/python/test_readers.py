@@ -22,7 +22,7 @@ from packread.errors import (
     MissingKeyError,
     PackreadTypeError,
 )
-from support.formats import CASE_NAMES, Case, same, write_all
+from support.formats import CASE_NAMES, RAGGED_NAMES, Case, same, write_all
 from support.helpers import in_child
 
 #: Every case of the shared format matrix (support/formats.py), images included.
@@ -40,9 +40,27 @@ def case(request, cases) -> Case:
 
 
 def _empty_like(reader, rows: int):
+    """``out=`` for a batch of ``rows``: every array but the variable-length ones, which no
+    ``out=`` can hold."""
     if isinstance(reader.dtype, dict):
-        return {k: np.empty((rows, *reader.shape[k]), reader.dtype[k]) for k in reader.dtype}
+        fixed = [k for k in reader.dtype if k not in reader.ragged_keys]
+        return {k: np.empty((rows, *reader.shape[k]), reader.dtype[k]) for k in fixed}
     return np.empty((rows, *reader.shape), reader.dtype)
+
+
+def _rows_fit(batch, shape, dtype) -> bool:
+    """Whether a batch's rows have the reader's per-sample ``shape`` and ``dtype``: an array's
+    rows exactly; a variable-length array's samples (a list of arrays, or ``(values,
+    offsets)``) with any size where ``shape`` says ``None``."""
+    if isinstance(batch, np.ndarray):
+        return (batch.shape[1:], batch.dtype) == (shape, dtype)
+    samples = batch if isinstance(batch, list) else [batch[0]]  # flat: the values end to end
+    return all(
+        s.dtype == dtype
+        and s.ndim == len(shape)
+        and all(want in (None, got) for got, want in zip(s.shape, shape, strict=True))
+        for s in samples
+    )
 
 
 def test_protocol(case):
@@ -71,13 +89,15 @@ def test_protocol(case):
     want = case.reference([i % 37 for i in idx])
     got = r.batch(idx)
     assert same(got, want)
-    # Per-sample shape and dtype are exactly those of a batch's rows.
+    # Per-sample shape and dtype are exactly those of a batch's rows (with None where
+    # variable-length samples differ: those arrays, and only those, are ragged_keys).
+    assert r.ragged_keys == (["seqs"] if case.name in RAGGED_NAMES else [])
     if multi:
-        assert {k: (v.shape[1:], v.dtype) for k, v in got.items()} == {
-            k: (r.shape[k], r.dtype[k]) for k in r.keys()
-        }
+        assert list(got) == r.keys()
+        assert all(_rows_fit(got[k], r.shape[k], r.dtype[k]) for k in r.keys())
+        assert [k for k in r.keys() if None in r.shape[k]] == r.ragged_keys
     else:
-        assert (got.shape[1:], got.dtype) == (r.shape, r.dtype)
+        assert _rows_fit(got, r.shape, r.dtype)
 
 
 def test_out_is_keyword_only_and_filled(case):
@@ -88,6 +108,10 @@ def test_out_is_keyword_only_and_filled(case):
     got = r.batch([1, 2, 3], out=out)
     assert got is out or (isinstance(out, dict) and all(got[k] is out[k] for k in out))
     assert same(got, case.reference([1, 2, 3]))
+    # A variable-length array has no out= (its fixed-size neighbours do, as above).
+    for k in r.ragged_keys:
+        with pytest.raises(InvalidArgumentError, match="variable-length"):
+            r.batch([1, 2, 3], out={**out, k: np.empty((3, 11), r.dtype[k])})
 
 
 def test_options_are_keyword_only_with_num_threads(case):

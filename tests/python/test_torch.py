@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import os
 import time
+from collections.abc import Callable
 
 import h5py
 import numpy as np
@@ -17,7 +18,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 import packread
 from packread.errors import HDF5Error, InvalidArgumentError, PackreadOSError, PackreadTypeError
 from packread.torch import PackDataset, PackMapDataset, open_reader
-from support.formats import CASE_NAMES, Case, N, same, write_all
+from support.formats import CASE_NAMES, Case, N, as_reference, same, write_all
 from support.torchdata import (
     StatefulDataLoader,
     needs_stateful_dataloader,
@@ -60,6 +61,30 @@ def expected_batches(ds: PackDataset, epoch: int) -> list[list[int]]:
     return [idx[j * b : (j + 1) * b].tolist() for j in range(len(ds))]
 
 
+def tensors(batch) -> bool:
+    """Whether every array of a yielded batch is a tensor (through the dicts, lists and tuples
+    a batch of several or of variable-length arrays is)."""
+    if isinstance(batch, dict):
+        return all(tensors(v) for v in batch.values())
+    if isinstance(batch, (list, tuple)):
+        return all(tensors(v) for v in batch)
+    return isinstance(batch, torch.Tensor)
+
+
+def varying(case: Case) -> tuple[dict, Callable[[list[int], int], object]]:
+    """Reader options under which a case's batches depend on the epoch, and the reference for
+    ``(rows, epoch)``. Images get random crops and flips, drawn from ``(augment_seed, epoch,
+    sample)``, so that a batch read with the wrong epoch differs; their reference is the
+    reader's own batch for that epoch (its crops are checked against PIL in test_images, its
+    center crops against PIL here). Other cases: the reference reader, whatever the epoch."""
+    if not case.name.startswith("img"):
+        return dict(case.options), lambda rows, epoch: case.reference(rows)
+    decode = packread.ImageDecode(size=(8, 8), crop="random", flip=True)
+    options = {**case.options, "decode": decode, "augment_seed": 5}
+    reader = Case(case.name, case.source, options).open()
+    return options, lambda rows, epoch: reader.batch(rows, epoch=epoch)
+
+
 # --------------------------------------------------------------------------------------------
 # The data itself, every format
 
@@ -76,15 +101,9 @@ def test_batches_equal_the_reference_reader(cases, name, workers):
         assert len(kept) == len(want) == len(ds) == 8
         for got, rows in zip(kept, want, strict=True):
             ref = case.reference(rows)
-            if isinstance(ref, dict):
-                assert all(isinstance(v, torch.Tensor) for v in got.values())
-                got = {k: v.numpy() for k, v in got.items()}
-                # torch holds native byte order; compare values in the file's dtype.
-                got = {k: v.astype(ref[k].dtype) for k, v in got.items()}
-            else:
-                assert isinstance(got, torch.Tensor)
-                got = got.numpy().astype(ref.dtype)
-            assert same(got, ref), (name, epoch, rows)
+            assert tensors(got), (name, got)
+            # torch holds native byte order: the values are compared in the file's dtype.
+            assert same(as_reference(got, ref), ref), (name, epoch, rows)
         assert sorted(flat(want)) == list(range(N))
 
 
@@ -258,19 +277,24 @@ def test_two_ranks_two_workers_in_a_gloo_group(ids, tmp_path, drop_last):
     assert flat(ranks[0]["epochs"][0]["batches"]) != flat(ranks[0]["epochs"][1]["batches"])
 
 
-@pytest.mark.parametrize("method", ["spawn", "forkserver"])
-def test_start_methods(cases, method):
-    case = cases["npz"]
-    ds = dataset(case, 6, seed=1, transform=times_two)
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+@pytest.mark.parametrize("name", FORMATS)
+def test_start_methods(cases, name, method):
+    # Every case: the dataset (its reader by source and options, the transform) pickled to
+    # spawned and forkserver workers; images with random crops, so that each epoch's crops
+    # must reach the workers too.
+    case = cases[name]
+    options, reference = varying(case)
+    ds = PackDataset(case.source, 6, seed=1, transform=times_two, datasets=case.datasets, **options)
     loader = DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context=method)
-    got = list(loader)
-    for batch, rows in zip(got, expected_batches(ds, 0), strict=True):
-        ref = case.reference(rows)
-        assert np.array_equal(batch["image"].numpy(), ref["image"] * 2)
-        assert np.array_equal(batch["label"].numpy(), ref["label"] * 2)
-    # The epoch advanced through the spawned workers too.
-    second = list(loader)
-    assert [b["label"].tolist() for b in second] != [b["label"].tolist() for b in got]
+    for epoch in range(2):  # the epoch advances through the workers
+        got = list(loader)
+        want = expected_batches(ds, epoch)
+        assert len(got) == len(want)
+        for batch, rows in zip(got, want, strict=True):
+            ref = times_two(reference(rows, epoch))
+            assert same(as_reference(batch, ref), ref), (name, method, epoch, rows)
+    assert expected_batches(ds, 0) != expected_batches(ds, 1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -302,6 +326,54 @@ def test_resume_with_plain_dataloader(ids, workers):
             # ... and then the next epoch, whole.
             following = epoch_ids(DataLoader(fresh, batch_size=None, num_workers=resume_workers))
             assert following == expected_batches(ds, 1)
+
+
+@pytest.mark.parametrize("loader", ["plain", "stateful"])
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("name", FORMATS)
+def test_resume_mid_epoch_in_every_format(cases, name, workers, loader):
+    # Stopped mid-epoch 1 and resumed from the state in a fresh dataset (another seed, which
+    # the state overrides): the batches are those of the uninterrupted epoch, data included;
+    # for images with random crops, epoch 1's crops (epoch 0's would differ).
+    if loader == "stateful" and StatefulDataLoader is None:
+        pytest.skip("no torchdata.stateful_dataloader here (torchdata >= 0.8, torch >= 2.4)")
+    case = cases[name]
+    options, reference = varying(case)
+
+    def make(seed: int) -> PackDataset:
+        return PackDataset(case.source, 5, seed=seed, datasets=case.datasets, **options)
+
+    m = len(make(4))
+    want = expected_batches(make(4), 1)
+    for k in (1, m // 2, m - 1):
+        run = make(4)
+        if loader == "plain":
+            run.set_epoch(1)
+            it = iter(DataLoader(run, batch_size=None, num_workers=workers))
+            seen = [next(it) for _ in range(k)]
+            state = run.state_dict() if workers == 0 else run.state_dict(batches_seen=k)
+            assert (state["epoch"], state["batches_seen"]) == (1, k)
+            del it
+            fresh = make(0)
+            fresh.load_state_dict(state)
+            rest = list(DataLoader(fresh, batch_size=None, num_workers=workers))
+        else:
+            stateful = StatefulDataLoader(run, batch_size=None, num_workers=workers)
+            assert len(list(stateful)) == m  # epoch 0, whole
+            it = iter(stateful)
+            seen = [next(it) for _ in range(k)]
+            state = stateful.state_dict()
+            del it, stateful
+            stateful = StatefulDataLoader(make(0), batch_size=None, num_workers=workers)
+            stateful.load_state_dict(state)
+            rest = list(stateful)
+        got = seen + rest
+        assert len(got) == m, (k, len(seen), len(rest))
+        for batch, rows in zip(got, want, strict=True):
+            ref = reference(rows, 1)
+            assert same(as_reference(batch, ref), ref), (name, k, rows)
+    if name.startswith("img"):
+        assert not same(reference(want[0], 0), reference(want[0], 1))
 
 
 def test_state_needs_batches_seen_after_worker_epochs(ids):
@@ -395,16 +467,64 @@ def test_map_dataset_with_samplers(cases, workers):
     assert np.array_equal(rows[1]["images"].numpy(), ds[6]["images"].numpy())
 
 
-def test_map_dataset_transform_and_formats(cases):
-    for name in FORMATS:
-        case = cases[name]
-        ds = PackMapDataset(case.source, datasets=case.datasets, **case.options)
-        batch = ds.collate_fn(ds.__getitems__([4, 0, 4]))
-        ref = case.reference([4, 0, 4])
-        if isinstance(ref, dict):
-            assert all(np.array_equal(batch[k].numpy(), ref[k]) for k in ref)
-        else:
-            assert np.array_equal(batch.numpy(), ref)
+def sample(batch, k: int):
+    """Sample ``k`` of a batch (an array, a dict, a ragged list, or a flat ``(values,
+    offsets)``)."""
+    if isinstance(batch, dict):
+        return {name: sample(v, k) for name, v in batch.items()}
+    if isinstance(batch, tuple):
+        values, offsets = batch
+        return values[int(offsets[k]) : int(offsets[k + 1])]
+    return batch[k]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("name", FORMATS)
+def test_map_dataset_in_every_format(cases, name, workers):
+    case = cases[name]
+    ds = PackMapDataset(case.source, datasets=case.datasets, **case.options)
+    assert len(ds) == N
+    order = np.random.default_rng(3).permutation(N).tolist()
+    loader = DataLoader(
+        ds, batch_size=5, sampler=order, collate_fn=ds.collate_fn, num_workers=workers
+    )
+    got = list(loader)
+    assert len(got) == 8
+    for j, batch in enumerate(got):
+        ref = case.reference(order[5 * j : 5 * j + 5])
+        assert tensors(batch), (name, batch)
+        assert same(as_reference(batch, ref), ref), (name, j)
+    # The rows __getitems__ gives torch's default collate, and ds[i], are the samples.
+    idx = [4, 0, 4, 36, 5]
+    ref = case.reference(idx)
+    rows = ds.__getitems__(idx)
+    assert len(rows) == len(idx)
+    for k, (row, i) in enumerate(zip(rows, idx, strict=True)):
+        want = sample(ref, k)
+        assert same(as_reference(row, want), want), (name, k)
+        assert same(as_reference(ds[i], want), want), (name, i)
+    assert same(as_reference(ds.collate_fn(rows), ref), ref)
+
+
+def test_map_dataset_rows_of_flat_images_at_their_own_size(cases):
+    # ragged="flat" images are (values, offsets, shapes): a row is one image, shaped.
+    case = cases["img_zip"]
+    ds = PackMapDataset(case.source, decode=packread.ImageDecode(), ragged="flat")
+    idx = [3, 0, 36]
+    want = case.reference(idx)
+    rows = ds.__getitems__(idx)
+    assert len(rows) == len(idx)
+    for k, (row, i) in enumerate(zip(rows, idx, strict=True)):
+        assert same(row["images"].numpy(), want["images"][k])
+        assert same(ds[i]["images"].numpy(), want["images"][k])
+        assert int(row["labels"]) == want["labels"][k]
+    values, offsets, shapes = ds.collate_fn(rows)["images"]
+    assert shapes.tolist() == [[10, 12, 3]] * 3
+    assert offsets.tolist() == [0, 360, 720, 1080]
+    assert same(values.numpy(), np.concatenate([w.ravel() for w in want["images"]]))
+
+
+def test_map_dataset_transform(cases):
     ds = PackMapDataset(cases["npy"].source, transform=times_two)
     assert np.array_equal(ds[2].numpy(), cases["npy"].reference([2])[0] * 2)
 

@@ -17,6 +17,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from .._common import BatchReader
+from .._deprecated import source_names
 from .._epoch import (
     SHUFFLE_MODES,
     STATE_FORMAT,
@@ -127,6 +128,7 @@ class PackDataset(IterableDataset):
     torch.Size([16, 3, 32, 32])
     """
 
+    @source_names("PackDataset")
     def __init__(
         self,
         source: Source,

@@ -12,6 +12,7 @@ import torch
 from torch.utils.data import Dataset, get_worker_info
 
 from .._common import BatchReader
+from .._deprecated import source_names
 from .._epoch import check_int
 from .._open import Source, legacy_datasets
 from ..errors import PackreadTypeError
@@ -27,9 +28,28 @@ class _Rows(list):
     whole: Any
 
 
-def _rows(batch: Any) -> _Rows:
+def _flat_rows(flat: tuple[Any, ...]) -> list[Any]:
+    """The samples of a ``ragged="flat"`` array: ``(values, offsets)`` of variable-length HDF5
+    data, or ``(values, offsets, shapes)`` of images at their own size."""
+    values, offsets = flat[0], flat[1]
+    rows = [values[int(offsets[k]) : int(offsets[k + 1])] for k in range(len(offsets) - 1)]
+    if len(flat) == 3:
+        rows = [
+            r.reshape(tuple(int(d) for d in shape)) for r, shape in zip(rows, flat[2], strict=True)
+        ]
+    return rows
+
+
+def _rows(batch: Any, read: bool = True) -> _Rows:
+    """``batch`` as its samples. ``read``: the batch is as the reader made it (no transform),
+    so a tuple in it is a ``ragged="flat"`` array, not one of the samples."""
+
     def split(v: Any) -> list[Any]:
-        return list(v.unbind(0)) if isinstance(v, torch.Tensor) else list(v)
+        if isinstance(v, torch.Tensor):
+            return list(v.unbind(0))
+        if read and isinstance(v, tuple):
+            return _flat_rows(v)
+        return list(v)
 
     if isinstance(batch, dict):
         columns = {k: split(v) for k, v in batch.items()}
@@ -65,6 +85,7 @@ class PackMapDataset(Dataset):
     (64, torch.Size([3, 32, 32]))
     """
 
+    @source_names("PackMapDataset")
     def __init__(
         self,
         source: Source,
@@ -107,15 +128,12 @@ class PackMapDataset(Dataset):
 
     def __getitems__(self, indices: Sequence[int]) -> list[Any]:
         """The samples ``indices``, read as one batch (see :meth:`collate_fn`)."""
-        return _rows(self._read(list(indices)))
+        return _rows(self._read(list(indices)), self.transform is None)
 
     def __getitem__(self, i: int) -> Any:
         if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
             raise PackreadTypeError(f"an index is an int, not {type(i).__name__}")
-        batch = self._read([int(i)])
-        if isinstance(batch, dict):
-            return {k: v[0] for k, v in batch.items()}
-        return batch[0]
+        return _rows(self._read([int(i)]), self.transform is None)[0]
 
     @staticmethod
     def collate_fn(batch: Any) -> Any:

@@ -26,7 +26,6 @@ use hdf5_sys::h5t::{
     hvl_t, H5T_class_t, H5Tclose, H5Tcopy, H5Tget_class, H5Tget_cset, H5Tget_size, H5Tget_super,
     H5Treclaim, H5Tset_cset, H5Tset_size, H5Tvlen_create, H5T_C_S1, H5T_VARIABLE,
 };
-use rayon::prelude::*;
 
 use super::handle::{Close, Handle};
 use super::meta::FileFacts;
@@ -513,16 +512,13 @@ impl Hdf5File {
         for (&a, &i) in &where_ {
             addrs[i] = a;
         }
-        let tables: Vec<Arc<ObjectTable>> = pool::install_with(self.threads, || {
-            addrs
-                .par_iter()
-                .map(|&a| self.collection(a, v))
-                .collect::<Result<Vec<_>>>()
-        })
-        .map_err(|e| {
-            let loc = e.location().replacen(&self.location, &at, 1);
-            e.at(loc)
-        })?;
+        let tables: Vec<Arc<ObjectTable>> =
+            pool::try_map_with(self.threads, &addrs, |_, &a| self.collection(a, v)).map_err(
+                |e| {
+                    let loc = e.location().replacen(&self.location, &at, 1);
+                    e.at(loc)
+                },
+            )?;
         let mut reads = Vec::with_capacity(heap_ids.len());
         let mut offsets = Vec::with_capacity(heap_ids.len() + 1);
         offsets.push(0u64);
@@ -575,10 +571,8 @@ impl Hdf5File {
             parts.push((offset, head));
             rest = tail;
         }
-        pool::install_with(self.threads, || {
-            parts
-                .par_iter_mut()
-                .try_for_each(|(offset, dst)| self.source.read_at(0, *offset, dst))
+        pool::try_for_each_with(self.threads, &mut parts, |(offset, dst)| {
+            self.source.read_at(0, *offset, dst)
         })
     }
 }
