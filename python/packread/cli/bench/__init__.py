@@ -141,7 +141,7 @@ def _datasets(kind: str, deprecated: dict[str, Any], arrays: Any, members: Any) 
     if "datasets" not in deprecated:
         return arrays, members
     new = "members" if kind == "zip" else "arrays"
-    warn("bench(datasets=)", f"{new}=", stacklevel=3)
+    warn("bench(datasets=)", f"{new}=")
     if (members if kind == "zip" else arrays) is not None:
         raise TypeError(f"bench() got both datasets= and {new}=")
     if kind == "zip":

@@ -27,7 +27,12 @@ LOOPS = {
 
 
 def loop_kind(kind: str, reader: BatchReader) -> str:
-    """The loop's key in :data:`LOOPS` for a reader of format ``kind``."""
+    """The loop's key in :data:`LOOPS` for a reader of format ``kind``: the format's name, or
+    ``"<format> rows"`` for a reader of the rows of one array.
+
+    >>> loop_kind("npy", packread.open("X.npy")), loop_kind("hdf5", packread.open("train.h5"))
+    ('npy rows', 'hdf5')
+    """
     return f"{kind} rows" if getattr(reader, "rows", False) else kind
 
 

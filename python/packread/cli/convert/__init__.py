@@ -298,7 +298,7 @@ def _datasets(deprecated: dict[str, Any], arrays: list[str] | None) -> list[str]
             raise unknown("convert", name, [p for p in params if p != "source"])
     if "datasets" not in deprecated:
         return arrays
-    warn("convert(datasets=)", "arrays=", stacklevel=3)
+    warn("convert(datasets=)", "arrays=")
     if arrays is not None:
         raise TypeError("convert() got both datasets= and arrays=")
     return deprecated["datasets"]  # type: ignore[no-any-return]
