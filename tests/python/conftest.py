@@ -1,11 +1,19 @@
-"""Shared fixtures: folders of ``.npy`` samples written with ``np.save``."""
+"""Shared fixtures: folders of ``.npy`` samples written with ``np.save``, and the shared format
+matrix (``support/formats.py``) written once per module that asks for it."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from support.formats import Case, write_all
 from support.helpers import random_array, stack, with_order
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory) -> dict[str, Case]:
+    """Every case of the shared format matrix, by name (a module may extend it)."""
+    return write_all(str(tmp_path_factory.mktemp("formats")))
 
 
 @pytest.fixture

@@ -22,16 +22,11 @@ from packread.errors import (
     MissingKeyError,
     PackreadTypeError,
 )
-from support.formats import CASE_NAMES, RAGGED_NAMES, Case, same, write_all
+from support.formats import CASE_NAMES, RAGGED_NAMES, Case, same
 from support.helpers import in_child
 
 #: Every case of the shared format matrix (support/formats.py), images included.
 CASES = CASE_NAMES
-
-
-@pytest.fixture(scope="module")
-def cases(tmp_path_factory) -> dict[str, Case]:
-    return write_all(str(tmp_path_factory.mktemp("formats")))
 
 
 @pytest.fixture(params=CASES)

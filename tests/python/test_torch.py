@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 import packread
 from packread.errors import HDF5Error, InvalidArgumentError, PackreadOSError, PackreadTypeError
 from packread.torch import PackDataset, PackMapDataset, open_reader
-from support.formats import CASE_NAMES, Case, N, as_reference, same, write_all
+from support.formats import CASE_NAMES, Case, N, as_reference, same
 from support.torchdata import (
     StatefulDataLoader,
     needs_stateful_dataloader,
@@ -30,11 +30,6 @@ from support.torchdata import (
 
 #: Every case of the shared format matrix (support/formats.py), images included.
 FORMATS = CASE_NAMES
-
-
-@pytest.fixture(scope="module")
-def cases(tmp_path_factory) -> dict[str, Case]:
-    return write_all(str(tmp_path_factory.mktemp("formats")))
 
 
 @pytest.fixture
