@@ -318,7 +318,11 @@ def test_cli_extra(version, fixtures, tmp_path):
     env = _bare_env()
     helped = subprocess.run([script, "--help"], capture_output=True, text=True, env=env)
     assert helped.returncode == 0, helped.stderr
-    for command in ("packread inspect PATH", "packread convert SRC DST", "packread bench PATH"):
+    for command in (
+        "packread inspect SOURCE",
+        "packread convert SOURCE DST",
+        "packread bench SOURCE",
+    ):
         assert command in helped.stdout
     out = tmp_path / "converted.h5"
     conv = subprocess.run(
