@@ -91,7 +91,7 @@ pub(super) fn source_of(
     }
     let is_path = obj.is_instance_of::<pyo3::types::PyString>() || obj.hasattr("__fspath__")?;
     if !is_path && obj.hasattr("seek")? && (obj.hasattr("readinto")? || obj.hasattr("read")?) {
-        return Ok(Arc::new(super::file_object::FileObject::open(py, obj)?));
+        return super::file_object::open(py, obj);
     }
     let path: PathBuf = obj.extract().map_err(|_| {
         invalid_argument(

@@ -212,6 +212,26 @@ impl LocalFile {
         Ok(LocalFile { at, file })
     }
 
+    /// A regular file opened elsewhere (the descriptor of a Python file object, duplicated),
+    /// named `name` in messages, and stamped now. Its [`path`](Self::path) is that name: no
+    /// path to open again.
+    pub fn from_open(file: File, name: String) -> Result<LocalFile> {
+        let meta = file.metadata().map_err(|e| Error::io(&name, e))?;
+        if !meta.is_file() {
+            return Err(Error::new(
+                ErrorKind::Io,
+                name,
+                format!("not a regular file (a {})", file_kind(&meta)),
+            ));
+        }
+        let at = Stamped {
+            path: PathBuf::from(&name),
+            name,
+            stamp: FileStamp::of(&meta),
+        };
+        Ok(LocalFile { at, file })
+    }
+
     /// The path the file was opened by.
     pub fn path(&self) -> &Path {
         &self.at.path

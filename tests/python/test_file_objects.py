@@ -219,3 +219,111 @@ def test_a_reader_of_a_bytesio_pickles_and_reads_in_a_worker(files):
     r = packread.NpyReader(io.BytesIO((root / "X.npy").read_bytes()))
     back = pickle.loads(pickle.dumps(r))
     assert np.array_equal(back.batch([7, 3]), data["x"][[7, 3]])
+
+
+# An open local file: read by its descriptor, not its position
+
+
+#: The reader forked children read (inherited, not pickled: an open file does not pickle).
+_FORKED_READER: list = []
+
+
+def _fork_read_rows(args):
+    seed, want_path = args
+    reader = _FORKED_READER[0]
+    want = np.load(want_path, mmap_mode="r")
+    rng = np.random.default_rng(seed)
+    for _ in range(150):
+        idx = rng.integers(0, len(want), 16)
+        if not np.array_equal(reader.batch(idx), want[idx]):
+            return False
+    return True
+
+
+def test_forked_workers_reading_one_open_file_get_their_own_rows(files):
+    # Forked children share an open file's position with their parent and with each other:
+    # seek-then-read in two of them at once would read each other's bytes. An open regular
+    # file is read by pread on its descriptor, so children reading at once all read right.
+    import multiprocessing
+
+    root, _ = files
+    with open(root / "X.npy", "rb") as f:
+        _FORKED_READER[:] = [packread.NpyReader(f)]
+        try:
+            with multiprocessing.get_context("fork").Pool(3) as pool:
+                jobs = [(seed, str(root / "X.npy")) for seed in range(6)]
+                assert pool.map(_fork_read_rows, jobs) == [True] * 6
+        finally:
+            _FORKED_READER.clear()
+
+
+def _fork_read_one(_):
+    try:
+        _FORKED_READER[0].batch([1, 2])
+    except packread.errors.UnsupportedError as exc:
+        return str(exc)
+    return "read"
+
+
+def test_a_file_object_over_a_descriptor_is_refused_in_a_forked_child(files):
+    # Read through its methods (a subclass), its position would be shared with the parent and
+    # the siblings: a forked child refuses with the reason rather than read their bytes.
+    import multiprocessing
+
+    root, data = files
+
+    class Sub(io.BufferedReader):
+        pass
+
+    with Sub(io.FileIO(root / "X.npy", "rb")) as f:
+        _FORKED_READER[:] = [packread.NpyReader(f)]
+        try:
+            with multiprocessing.get_context("fork").Pool(2) as pool:
+                said = pool.map(_fork_read_one, range(2))
+        finally:
+            reader = _FORKED_READER.pop()
+        assert all("forked process" in s and "pass the path" in s for s in said), said
+        # the process that opened it still reads it
+        assert np.array_equal(reader.batch([1, 2]), data["x"][[1, 2]])
+
+
+def test_an_open_file_keeps_its_position_and_reads_after_it_is_closed(files):
+    root, data = files
+    with open(root / "X.npy", "rb") as f:
+        f.seek(11)
+        r = packread.NpyReader(f)
+        assert np.array_equal(r.batch([4, 299]), data["x"][[4, 299]])
+        assert f.tell() == 11  # the user's position is the user's
+    # the reader holds a descriptor of its own, as it would for a path
+    assert np.array_equal(r.batch([1]), data["x"][[1]])
+
+
+def test_a_subclass_of_an_open_file_is_read_through_its_methods(files):
+    # A subclass may change what read returns; it is read through its methods, not by its
+    # descriptor.
+    root, data = files
+
+    class Counting(io.BufferedReader):
+        reads = 0
+
+        def readinto(self, b):
+            Counting.reads += 1
+            return super().readinto(b)
+
+    with Counting(io.FileIO(root / "X.npy", "rb")) as f:
+        r = packread.NpyReader(f)
+        assert np.array_equal(r.batch([8, 2]), data["x"][[8, 2]])
+    assert Counting.reads > 0
+
+
+def test_an_open_file_rewritten_after_the_reader_opened_it_is_an_error(tmp_path):
+    p = tmp_path / "X.npy"
+    x = np.arange(4000, dtype="<f8").reshape(1000, 4)
+    np.save(p, x)
+    with open(p, "rb") as f:
+        r = packread.NpyReader(f)
+        assert np.array_equal(r.batch([3]), x[[3]])
+        with open(p, "r+b") as w:  # truncated in place: the stamp no longer matches
+            w.truncate(2000)
+        with pytest.raises(PackreadError, match="changed|truncated|past the end"):
+            r.batch([999])
