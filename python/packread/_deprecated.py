@@ -80,6 +80,17 @@ def unknown(where: str, name: str, known: Iterable[str]) -> TypeError:
     return TypeError(f"{where}() got an unexpected keyword argument {name!r}{hint}")
 
 
+@functools.cache
+def _options_of(func: Callable[..., Any]) -> dict[str, Any]:
+    """The options ``func`` takes, with their defaults: worked out once per function (an
+    ``inspect.signature`` costs ~15 us, more than a small ``load_npy`` itself)."""
+    return {
+        p.name: p.default
+        for p in inspect.signature(func).parameters.values()
+        if p.name not in ("self", "source") and p.kind is not p.VAR_KEYWORD
+    }
+
+
 def fold(
     where: str,
     func: Callable[..., Any],
@@ -90,11 +101,7 @@ def fold(
     entry) with ``old`` (keyword arguments under former names) folded in, each with a warning:
     a renamed option under its new name, a grouped one into its value object. An option given
     both ways is an error; a name that is neither is the usual ``TypeError``."""
-    params = {
-        p.name: p.default
-        for p in inspect.signature(func).parameters.values()
-        if p.name not in ("self", "source") and p.kind is not p.VAR_KEYWORD
-    }
+    params = _options_of(func)
     out = {name: given[name] for name in params if name in given}
     groups: dict[str, dict[str, Any]] = {}
     for name, value in old.items():

@@ -28,6 +28,10 @@ ARRAY_NAME = "data"
 NPY_MAGIC = b"\x93NUMPY"
 
 
+#: The extension's options for the default limits (read, never changed, by the extension).
+_DEFAULT_OPTIONS = Limits()._binding()
+
+
 def is_npy(head: Any) -> bool:
     """Whether a file's first bytes are an NPY file's."""
     return bool(head(0).startswith(NPY_MAGIC))
@@ -53,8 +57,10 @@ def load_npy(
     >>> view.flags.writeable
     False
     """
-    kwargs = fold("load_npy", load_npy, locals(), deprecated)
-    options = Limits._of(kwargs["limits"])._binding()
+    if deprecated:
+        limits = fold("load_npy", load_npy, locals(), deprecated)["limits"]
+    # A load is a few microseconds: the default limits' options are made once.
+    options = _DEFAULT_OPTIONS if limits is None else Limits._of(limits)._binding()
     if not isinstance(source, (bytes, bytearray, memoryview, np.ndarray)):
         if isinstance(source, (str, os.PathLike)):
             source = os.fspath(source)

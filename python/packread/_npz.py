@@ -38,10 +38,12 @@ def load_npz(
     >>> sorted(load_npz("sample.npz"))
     ['image', 'mask']
     """
-    kwargs = fold("load_npz", load_npz, locals(), deprecated)
+    if deprecated:
+        kwargs = fold("load_npz", load_npz, locals(), deprecated)
+        verify_crc, limits = kwargs["verify_crc"], kwargs["limits"]
     options = {
-        "verify_crc": bool(kwargs["verify_crc"]),
-        **Limits._of(kwargs["limits"])._binding(DEFAULT_MAX_MEMBER_BYTES),
+        "verify_crc": bool(verify_crc),
+        **Limits._of(limits)._binding(DEFAULT_MAX_MEMBER_BYTES),
     }
     if isinstance(source, (bytes, bytearray, memoryview)) or type(source).__name__ == "ndarray":
         return _packread.load_npz_buffer(byte_view(source, "NPZ"), options)

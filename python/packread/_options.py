@@ -168,10 +168,13 @@ class Limits:
     @classmethod
     def _of(cls, value: Limits | None) -> Limits:
         if value is None:
-            return cls()
+            return _DEFAULT_LIMITS  # frozen: one instance serves every call
         if not isinstance(value, Limits):
             raise PackreadTypeError(f"limits must be a packread.Limits, not {type(value).__name__}")
         return value
+
+
+_DEFAULT_LIMITS = Limits()
 
 
 Size = Union[int, Sequence[int]]

@@ -325,5 +325,5 @@ def test_an_open_file_rewritten_after_the_reader_opened_it_is_an_error(tmp_path)
         assert np.array_equal(r.batch([3]), x[[3]])
         with open(p, "r+b") as w:  # truncated in place: the stamp no longer matches
             w.truncate(2000)
-        with pytest.raises(PackreadError, match="changed|truncated|past the end"):
+        with pytest.raises(PackreadError, match=r"changed|truncated|past the end"):
             r.batch([999])
