@@ -10,6 +10,10 @@
 //! - bitshuffle + LZ4: packread vs the LZ4 decoding alone of the same blocks (no Rust library
 //!   does bitshuffle: the LZ4 part is the floor).
 //!
+//! - the blosc chunk path itself (`blosc_context`): one chunk decoded in the thread's kept
+//!   c-blosc2 context against a context made for the chunk (what every chunk cost before
+//!   contexts were kept), without a zstd dictionary and with one (always a fresh context).
+//!
 //! Run: `cargo bench --bench hdf5_codecs`.
 
 use std::ffi::c_void;
@@ -18,8 +22,9 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use packread::codec::{
-    bitshuffle_block, bitunshuffle_block_with, blosc2_compress, lz4_compress_block,
-    BitshuffleInner, Faults, Kernel, Pipeline, Step,
+    bitshuffle_block, bitunshuffle_block_with, blosc2_compress, blosc2_compress_with_dict,
+    blosc_decompress, blosc_decompress_fresh_context, lz4_compress_block, BitshuffleInner, Faults,
+    Kernel, Pipeline, Step,
 };
 use packread::ErrorKind;
 
@@ -131,6 +136,49 @@ fn bench_pair(
         b.iter(|| library(black_box(stored), &mut out))
     });
     g.finish();
+}
+
+/// One blosc chunk decoded in the kept context against a fresh one: the seed's lz4hc row,
+/// zstd images (c-blosc2 makes a zstd decoder per context), and a chunk with a dictionary.
+fn blosc_context(c: &mut Criterion) {
+    let row = signal();
+    let img = image();
+    let dict_data: Vec<u8> = (0..200_000u32)
+        .flat_map(|i| (i % 977).to_le_bytes())
+        .collect();
+    for (name, stored, decoded) in [
+        (
+            "lz4hc9_f64_row",
+            blosc2_compress(&row, 8, 0, "lz4hc", 9, false),
+            &row,
+        ),
+        (
+            "zstd5_shuffle_u8_image",
+            blosc2_compress(&img, 1, 1, "zstd", 5, false),
+            &img,
+        ),
+        (
+            "zstd5_dictionary_u32",
+            blosc2_compress_with_dict(&dict_data, 4, 5),
+            &dict_data,
+        ),
+    ] {
+        let mut out = vec![0u8; decoded.len()];
+        blosc_decompress(&stored, &mut out).unwrap();
+        assert_eq!(&out, decoded, "{name}: kept context");
+        blosc_decompress_fresh_context(&stored, &mut out).unwrap();
+        assert_eq!(&out, decoded, "{name}: fresh context");
+        let mut g = c.benchmark_group(format!("blosc_context/{name}"));
+        g.throughput(Throughput::Bytes(decoded.len() as u64));
+        g.measurement_time(Duration::from_secs(3));
+        g.bench_function("kept", |b| {
+            b.iter(|| blosc_decompress(black_box(&stored), &mut out).unwrap())
+        });
+        g.bench_function("fresh", |b| {
+            b.iter(|| blosc_decompress_fresh_context(black_box(&stored), &mut out).unwrap())
+        });
+        g.finish();
+    }
 }
 
 fn codecs(c: &mut Criterion) {
@@ -254,5 +302,5 @@ fn codecs(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, codecs);
+criterion_group!(benches, codecs, blosc_context);
 criterion_main!(benches);

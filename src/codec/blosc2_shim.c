@@ -4,8 +4,8 @@
  * trust the frame's metalayers and offsets (a b2nd rank past 8 overflows a stack array, a zero
  * chunk dimension divides by zero), so frames are parsed in Rust (src/codec/blosc2_frame.rs).
  *
- * Every call uses a context of its own with one thread, so calls from several threads never
- * share state. The encoders are for tests, benchmarks and fuzz seeds only. */
+ * Each thread keeps a decompression context of its own with one thread (a chunk with a zstd
+ * dictionary gets a fresh one), so calls from several threads never share state. The encoders are for tests, benchmarks and fuzz seeds only. */
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -13,24 +13,100 @@
 
 #include "b2nd.h"
 #include "blosc2.h"
+#include "context.h" /* c-blosc2's own, pinned: a kept context's thread count is set here */
 
 void packread_blosc2_init(void) { blosc2_init(); }
 
-/* Decodes the blosc chunk `src` (`srclen` bytes) into `dst` (`dstlen` bytes). Returns the
- * decoded size, or a negative c-blosc2 error code. The context is made for this chunk alone:
- * c-blosc2 2.15 keeps a freed zstd dictionary in a context reused after a chunk that carried
- * one (a use after free the hdf5_chunk fuzz target found when contexts were kept per thread;
- * its input is in the seed corpus). */
-int packread_blosc_chunk_decode(const uint8_t *src, int32_t srclen, uint8_t *dst,
-                                int32_t dstlen) {
+/* A thread's decompression context, kept from chunk to chunk, and the block and type sizes
+ * it last decoded. */
+typedef struct {
+  blosc2_context *ctx;
+  int32_t blocksize;
+  uint8_t typesize;
+} packread_dctx;
+
+/* A one-thread decompression context. BLOSC_NTHREADS in the environment would give it a pool
+ * of threads: a context kept across a fork would then wait on threads the child does not
+ * have, and packread's own pool already decodes chunks in parallel. */
+static blosc2_context *new_dctx(void) {
   blosc2_dparams dparams = BLOSC2_DPARAMS_DEFAULTS;
   dparams.nthreads = 1;
   blosc2_context *dctx = blosc2_create_dctx(dparams);
-  if (dctx == NULL) {
-    return BLOSC2_ERROR_MEMORY_ALLOC;
+  if (dctx != NULL) {
+    dctx->nthreads = 1;
+    dctx->new_nthreads = 1;
   }
-  int n = blosc2_decompress_ctx(dctx, src, srclen, dst, dstlen);
-  blosc2_free_ctx(dctx);
+  return dctx;
+}
+
+/* Frees a kept context (at its thread's exit). */
+void packread_blosc_dctx_free(packread_dctx *kept) {
+  if (kept != NULL) {
+    if (kept->ctx != NULL) {
+      blosc2_free_ctx(kept->ctx);
+    }
+    free(kept);
+  }
+}
+
+/* Decodes the blosc chunk `src` (`srclen` bytes, at least the 16-byte header: checked by the
+ * caller) into `dst` (`dstlen` bytes). Returns the decoded size, or a negative c-blosc2 error
+ * code.
+ *
+ * A chunk that carries a zstd dictionary (the dictionary bit of byte 31 in an extended header,
+ * the one both shuffle bits of the flags mark: c-blosc2's own test, read the same way here) is
+ * decoded in a context made for it alone: c-blosc2 2.15 frees a context's dictionary when the next chunk
+ * brings one, but never clears `use_dict`, so a reused context would decode later chunks
+ * with a freed dictionary (the use after free the hdf5_chunk fuzz target found when contexts
+ * were kept per thread; its input is in the seed corpus).
+ *
+ * Every other chunk is decoded in `*kept`, the calling thread's context: made on first use,
+ * and made again when the block or type size changes (c-blosc2 sizes a context's scratch by
+ * both and regrows it for a larger block only) or after a decode fails (nothing a failed
+ * chunk left behind is used again). Making a context per chunk cost a fresh scratch of four
+ * blocks (often mapped and unmapped by malloc, page faults included) and, for zstd, a fresh
+ * decoder per chunk. */
+int packread_blosc_chunk_decode(const uint8_t *src, int32_t srclen, uint8_t *dst,
+                                int32_t dstlen, packread_dctx **kept) {
+  uint8_t extended = BLOSC_DOSHUFFLE | BLOSC_DOBITSHUFFLE;
+  int dict = srclen >= BLOSC_EXTENDED_HEADER_LENGTH && (src[2] & extended) == extended &&
+             (src[31] & BLOSC2_USEDICT);
+  if (dict || kept == NULL) {
+    blosc2_context *dctx = new_dctx();
+    if (dctx == NULL) {
+      return BLOSC2_ERROR_MEMORY_ALLOC;
+    }
+    int n = blosc2_decompress_ctx(dctx, src, srclen, dst, dstlen);
+    blosc2_free_ctx(dctx);
+    return n;
+  }
+  int32_t blocksize = (int32_t)((uint32_t)src[8] | (uint32_t)src[9] << 8 |
+                                (uint32_t)src[10] << 16 | (uint32_t)src[11] << 24);
+  uint8_t typesize = src[3];
+  packread_dctx *k = *kept;
+  if (k != NULL && (k->ctx == NULL || k->blocksize != blocksize || k->typesize != typesize)) {
+    packread_blosc_dctx_free(k);
+    *kept = k = NULL;
+  }
+  if (k == NULL) {
+    k = malloc(sizeof *k);
+    if (k == NULL) {
+      return BLOSC2_ERROR_MEMORY_ALLOC;
+    }
+    k->ctx = new_dctx();
+    k->blocksize = blocksize;
+    k->typesize = typesize;
+    if (k->ctx == NULL) {
+      free(k);
+      return BLOSC2_ERROR_MEMORY_ALLOC;
+    }
+    *kept = k;
+  }
+  int n = blosc2_decompress_ctx(k->ctx, src, srclen, dst, dstlen);
+  if (n != dstlen) {
+    packread_blosc_dctx_free(k);
+    *kept = NULL;
+  }
   return n;
 }
 

@@ -23,7 +23,9 @@ pub use bitshuffle::{
 };
 pub use blosc::blosc_decompress;
 #[cfg(any(test, feature = "encoders"))]
-pub use blosc::{b2nd_compress, blosc2_compress};
+pub use blosc::{
+    b2nd_compress, blosc2_compress, blosc2_compress_with_dict, blosc_decompress_fresh_context,
+};
 pub use blosc::{blosc2_frame_decompress, blosc2_frame_size};
 #[cfg(feature = "hdf5")]
 pub(crate) use blosc::{check_chunk, BloscHeader};

@@ -11,8 +11,9 @@
 //! what it prints, from whichever pool thread met the chunk, while it edits global tables
 //! without a lock), or trust a lazy chunk's pointers into a file it does not have. Chunks that
 //! are one value repeated (zeros, NaN, a run of one value, "uninitialised") are written here.
-//! Every decode uses a context of its own with one thread, so calls from the pool's threads
-//! never share state.
+//! Each thread decodes in a c-blosc2 context of its own with one thread, kept from chunk to
+//! chunk (a chunk with a zstd dictionary gets a fresh one: see `blosc2_shim.c`), so calls
+//! from the pool's threads never share state.
 
 //!
 //! The module's parts: [`header`] checks a chunk's header, [`frame`] parses blosc2 frames,
@@ -28,20 +29,49 @@ mod header;
 // c-blosc2 (built by build.rs) calls zlib's `compress2`/`uncompress`: link libz-sys even where
 // no Rust code names it (a build without the `hdf5` feature, such as the fuzz targets').
 extern crate libz_sys as _;
+use std::cell::Cell;
 use std::ffi::c_int;
 use std::sync::Once;
 
 use super::CodecError;
 #[cfg(any(test, feature = "encoders"))]
-pub use encode::{b2nd_compress, blosc2_compress};
+pub use encode::{b2nd_compress, blosc2_compress, blosc2_compress_with_dict};
 pub use frame::{blosc2_frame_decompress, blosc2_frame_size};
 pub(crate) use header::{check_chunk, BloscHeader, Special};
 use header::{corrupt, BLOSC2_HEADER};
 
+/// The shim's per-thread decompression context (opaque here).
+#[repr(C)]
+struct KeptContext {
+    _private: [u8; 0],
+}
+
 extern "C" {
     fn packread_blosc2_init();
-    fn packread_blosc_chunk_decode(src: *const u8, srclen: i32, dst: *mut u8, dstlen: i32)
-        -> c_int;
+    fn packread_blosc_chunk_decode(
+        src: *const u8,
+        srclen: i32,
+        dst: *mut u8,
+        dstlen: i32,
+        kept: *mut *mut KeptContext,
+    ) -> c_int;
+    fn packread_blosc_dctx_free(kept: *mut KeptContext);
+}
+
+/// The calling thread's kept c-blosc2 context (see `packread_blosc_chunk_decode` in
+/// `blosc2_shim.c` for when it is reused and when a chunk gets a fresh one), freed when the
+/// thread exits.
+struct Kept(Cell<*mut KeptContext>);
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        // SAFETY: the pointer is null or the shim's, owned by this thread's slot alone.
+        unsafe { packread_blosc_dctx_free(self.0.replace(std::ptr::null_mut())) }
+    }
+}
+
+thread_local! {
+    static KEPT: Kept = const { Kept(Cell::new(std::ptr::null_mut())) };
 }
 
 /// c-blosc2's one-time global set-up, before any other call.
@@ -58,12 +88,25 @@ pub fn blosc_decompress(input: &[u8], out: &mut [u8]) -> Result<(), CodecError> 
     decode_checked(input, &h, out)
 }
 
+/// [`blosc_decompress`] in a context made for this chunk alone, as every chunk was decoded
+/// before contexts were kept: what the benchmarks compare the kept context against.
+#[cfg(any(test, feature = "encoders"))]
+pub fn blosc_decompress_fresh_context(input: &[u8], out: &mut [u8]) -> Result<(), CodecError> {
+    let h = check_chunk(input, out.len())?;
+    decode_in(input, &h, out, true)
+}
+
 /// Decodes a chunk whose header [`check_chunk`] accepted for `out.len()` bytes.
 pub(super) fn decode_checked(
     input: &[u8],
     h: &BloscHeader,
     out: &mut [u8],
 ) -> Result<(), CodecError> {
+    decode_in(input, h, out, false)
+}
+
+/// [`decode_checked`], in the thread's kept context or (`fresh`) a context of its own.
+fn decode_in(input: &[u8], h: &BloscHeader, out: &mut [u8], fresh: bool) -> Result<(), CodecError> {
     if out.is_empty() {
         return Ok(());
     }
@@ -87,8 +130,23 @@ pub(super) fn decode_checked(
     // SAFETY: `check_chunk` proved the header's compressed size inside `input` (`srclen` bytes
     // of it are read, each block offset checked against them by c-blosc2), its decoded size
     // `out.len()` (`dstlen` bytes are written at most), and its codec and filters built in.
-    let n =
-        unsafe { packread_blosc_chunk_decode(input.as_ptr(), srclen, out.as_mut_ptr(), dstlen) };
+    // The kept context is this thread's alone; the shim replaces or frees it in place. A
+    // thread being torn down (its slot gone) decodes in a fresh context.
+    let (src, dst) = (input.as_ptr(), out.as_mut_ptr());
+    let decode = |kept: *mut *mut KeptContext| unsafe {
+        packread_blosc_chunk_decode(src, srclen, dst, dstlen, kept)
+    };
+    let n = if fresh {
+        decode(std::ptr::null_mut())
+    } else {
+        KEPT.try_with(|kept| {
+            let mut ctx = kept.0.get();
+            let n = decode(&mut ctx);
+            kept.0.set(ctx);
+            n
+        })
+        .unwrap_or_else(|_| decode(std::ptr::null_mut()))
+    };
     if n != dstlen {
         return Err(corrupt(format!(
             "blosc: corrupt chunk (c-blosc2 returned {n}, expected {} bytes)",
@@ -312,6 +370,44 @@ pub(crate) mod tests {
         let mut bad = c.clone();
         bad[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(blosc_decompress(&bad, &mut out).is_err());
+    }
+
+    /// One thread's kept context through chunks that change block size, type size and codec,
+    /// a chunk with a zstd dictionary between them (decoded in a context of its own: a kept
+    /// one would go on using the dictionary c-blosc2 freed), and a damaged chunk (after which
+    /// the context is made anew): every chunk decodes as a fresh context decodes it. Under
+    /// the fuzz builds' ASan, a dictionary leaking into the kept context is a use after free.
+    #[test]
+    fn a_kept_context_decodes_every_chunk_as_a_fresh_one() {
+        let d = data(300_000);
+        let dict_data: Vec<u8> = (0..200_000u32)
+            .flat_map(|i| (i % 977).to_le_bytes())
+            .collect();
+        let with_dict = blosc2_compress_with_dict(&dict_data, 4, 5);
+        let mut chunks: Vec<(Vec<u8>, &[u8])> = Vec::new();
+        for (typesize, codec) in [(1, "lz4"), (8, "zstd"), (4, "blosclz"), (2, "lz4hc")] {
+            chunks.push((blosc_compress(&d, typesize, 1, codec), &d));
+            chunks.push((with_dict.clone(), &dict_data));
+            chunks.push((
+                blosc_compress(&d[..70_000], typesize, 2, codec),
+                &d[..70_000],
+            ));
+        }
+        for round in 0..2 {
+            for (i, (chunk, want)) in chunks.iter().enumerate() {
+                let mut kept = vec![0xAA; want.len()];
+                blosc_decompress(chunk, &mut kept).unwrap();
+                assert_eq!(&kept, want, "round {round}, chunk {i}");
+                let mut fresh = vec![0x55; want.len()];
+                blosc_decompress_fresh_context(chunk, &mut fresh).unwrap();
+                assert_eq!(kept, fresh, "round {round}, chunk {i}");
+                // A damaged copy fails, and the next chunk still decodes.
+                let mut bad = chunk.clone();
+                let n = bad.len();
+                bad[n / 2..].fill(0x7E);
+                let _ = blosc_decompress(&bad, &mut kept);
+            }
+        }
     }
 
     #[test]
