@@ -127,12 +127,13 @@ fn decode_in(input: &[u8], h: &BloscHeader, out: &mut [u8], fresh: bool) -> Resu
         )));
     };
     init();
-    // SAFETY: `check_chunk` proved the header's compressed size inside `input` (`srclen` bytes
-    // of it are read, each block offset checked against them by c-blosc2), its decoded size
-    // `out.len()` (`dstlen` bytes are written at most), and its codec and filters built in.
     // The kept context is this thread's alone; the shim replaces or frees it in place. A
     // thread being torn down (its slot gone) decodes in a fresh context.
     let (src, dst) = (input.as_ptr(), out.as_mut_ptr());
+    // SAFETY: `check_chunk` proved the header's compressed size inside `input` (`srclen` bytes
+    // of it are read, each block offset checked against them by c-blosc2), its decoded size
+    // `out.len()` (`dstlen` bytes are written at most), and its codec and filters built in;
+    // `kept` is null or this thread's slot, which only the shim writes.
     let decode = |kept: *mut *mut KeptContext| unsafe {
         packread_blosc_chunk_decode(src, srclen, dst, dstlen, kept)
     };
