@@ -59,8 +59,7 @@ pub fn blosc2_compress(
 }
 
 /// One zstd blosc2 chunk of `data` compressed with a dictionary c-blosc2 trains on its blocks
-/// and stores in the chunk (c-blosc2's `use_dict`); for tests.
-#[cfg(test)]
+/// and stores in the chunk (c-blosc2's `use_dict`); for tests and benchmarks.
 pub fn blosc2_compress_with_dict(data: &[u8], typesize: usize, level: i32) -> Vec<u8> {
     compress_chunk(data, typesize, 1, "zstd", level, false, true)
 }
