@@ -210,7 +210,14 @@ impl FileObject {
             }
         }
         let position: u64 = object.call_method0("tell")?.extract()?;
-        let len: u64 = object.call_method1("seek", (0, 2))?.extract()?;
+        // `seek` returns the new position in io's classes; some file-like objects return None
+        // (then `tell` says it).
+        let end = object.call_method1("seek", (0, 2))?;
+        let len: u64 = if end.is_none() {
+            object.call_method0("tell")?.extract()?
+        } else {
+            end.extract()?
+        };
         object.call_method1("seek", (position,))?;
         let readinto = object.hasattr("readinto")?;
         let descriptor_of = object.call_method0("fileno").is_ok().then(std::process::id);

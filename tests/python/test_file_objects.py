@@ -327,3 +327,17 @@ def test_an_open_file_rewritten_after_the_reader_opened_it_is_an_error(tmp_path)
             w.truncate(2000)
         with pytest.raises(PackreadError, match=r"changed|truncated|past the end"):
             r.batch([999])
+
+
+def test_a_file_object_whose_seek_returns_none_is_measured_by_tell(files):
+    # Some file-like classes return None from seek (io's return the position): the length is
+    # then what tell says after seeking to the end.
+    root, data = files
+
+    class SeekNone(OnlyRead):
+        def seek(self, offset: int, whence: int = 0) -> None:  # type: ignore[override]
+            super().seek(offset, whence)
+
+    r = packread.NpyReader(SeekNone((root / "X.npy").read_bytes()))
+    assert len(r) == 300
+    assert np.array_equal(r.batch([299, 0]), data["x"][[299, 0]])
