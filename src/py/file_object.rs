@@ -108,7 +108,8 @@ impl Drop for Turn<'_> {
 /// moment, the child waits for that lock forever in CPython 3.10 and 3.11 (their fork handler
 /// takes it before making it anew; 3.12 makes it first). So such a thread makes its state once,
 /// on its first call, and keeps it (it lives as long as the thread): later calls only take
-/// the GIL, which a thread that forks holds.
+/// the GIL, which a thread that forks holds. packread's pools live as long as the process (one
+/// per size, see `batch::pool`), so the states kept are a few, made once each.
 fn attach<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> R {
     thread_local!(static KEPT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
     if !KEPT.get() {
