@@ -32,8 +32,17 @@ extern "C" {
     fn packread_blosc2_free(p: *mut u8);
 }
 
-/// Takes ownership of a buffer c-blosc2 allocated: `n` bytes at `out`, or an error code in `n`.
-fn owned(n: i64, out: *mut u8, what: &str) -> Vec<u8> {
+/// Runs one of the shim's compressors, which mallocs its output into `*out` and returns its
+/// length (or an error code), with the codec named `codec`; returns that output, freed.
+fn compressed(
+    codec: &str,
+    what: &str,
+    call: impl FnOnce(*const c_char, *mut *mut u8) -> i64,
+) -> Vec<u8> {
+    init();
+    let name = std::ffi::CString::new(codec).expect("no NUL");
+    let mut out: *mut u8 = std::ptr::null_mut();
+    let n = call(name.as_ptr(), &mut out);
     assert!(n > 0 && !out.is_null(), "c-blosc2 {what} failed: {n}");
     // SAFETY: `out` holds `n` bytes written by c-blosc2, freed once after the copy.
     unsafe {
@@ -73,24 +82,23 @@ fn compress_chunk(
     frame: bool,
     dict: bool,
 ) -> Vec<u8> {
-    init();
-    let name = std::ffi::CString::new(codec).expect("no NUL");
-    let mut out: *mut u8 = std::ptr::null_mut();
-    // SAFETY: valid input slice and name; c-blosc2 mallocs `out`, taken over by `owned`.
-    let n = unsafe {
-        packread_blosc2_compress(
-            data.as_ptr(),
-            i32::try_from(data.len()).expect("under 2 GiB"),
-            typesize as i32,
-            level,
-            shuffle,
-            name.as_ptr(),
-            c_int::from(frame),
-            c_int::from(dict),
-            &mut out,
-        )
-    };
-    owned(n, out, "compression")
+    compressed(codec, "compression", |name, out| {
+        // SAFETY: valid input slice and name; c-blosc2 mallocs `*out`, taken over by
+        // `compressed`.
+        unsafe {
+            packread_blosc2_compress(
+                data.as_ptr(),
+                i32::try_from(data.len()).expect("under 2 GiB"),
+                typesize as i32,
+                level,
+                shuffle,
+                name,
+                c_int::from(frame),
+                c_int::from(dict),
+                out,
+            )
+        }
+    })
 }
 
 /// A contiguous frame holding `data` (C order, `shape`) as a b2nd array with the given chunk
@@ -106,24 +114,22 @@ pub fn b2nd_compress(
     blockshape: &[i32],
 ) -> Vec<u8> {
     assert!(shape.len() == chunkshape.len() && shape.len() == blockshape.len());
-    init();
-    let name = std::ffi::CString::new(codec).expect("no NUL");
-    let mut out: *mut u8 = std::ptr::null_mut();
-    // SAFETY: the shapes hold `ndim` entries each (asserted), `data` is a live slice; c-blosc2
-    // mallocs `out`, taken over by `owned`.
-    let n = unsafe {
-        packread_b2nd_compress(
-            data.as_ptr(),
-            data.len() as i64,
-            typesize as i32,
-            shuffle,
-            name.as_ptr(),
-            shape.len() as i8,
-            shape.as_ptr(),
-            chunkshape.as_ptr(),
-            blockshape.as_ptr(),
-            &mut out,
-        )
-    };
-    owned(n, out, "b2nd compression")
+    compressed(codec, "b2nd compression", |name, out| {
+        // SAFETY: the shapes hold `ndim` entries each (asserted), `data` is a live slice;
+        // c-blosc2 mallocs `*out`, taken over by `compressed`.
+        unsafe {
+            packread_b2nd_compress(
+                data.as_ptr(),
+                data.len() as i64,
+                typesize as i32,
+                shuffle,
+                name,
+                shape.len() as i8,
+                shape.as_ptr(),
+                chunkshape.as_ptr(),
+                blockshape.as_ptr(),
+                out,
+            )
+        }
+    })
 }
