@@ -5,7 +5,8 @@
  * chunk dimension divides by zero), so frames are parsed in Rust (src/codec/blosc2_frame.rs).
  *
  * Each thread keeps a decompression context of its own with one thread (a chunk with a zstd
- * dictionary gets a fresh one), so calls from several threads never share state. The encoders are for tests, benchmarks and fuzz seeds only. */
+ * dictionary gets a fresh one), so calls from several threads never share state. The encoders
+ * are for tests, benchmarks and fuzz seeds only. */
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -55,8 +56,8 @@ void packread_blosc_dctx_free(packread_dctx *kept) {
  *
  * A chunk that carries a zstd dictionary (the dictionary bit of byte 31 in an extended header,
  * the one both shuffle bits of the flags mark: c-blosc2's own test, read the same way here) is
- * decoded in a context made for it alone: c-blosc2 2.15 frees a context's dictionary when the next chunk
- * brings one, but never clears `use_dict`, so a reused context would decode later chunks
+ * decoded in a context made for it alone: c-blosc2 2.15 frees a context's dictionary when the
+ * next chunk brings one, but never clears `use_dict`, so a reused context would decode later chunks
  * with a freed dictionary (the use after free the hdf5_chunk fuzz target found when contexts
  * were kept per thread; its input is in the seed corpus).
  *
@@ -84,7 +85,7 @@ int packread_blosc_chunk_decode(const uint8_t *src, int32_t srclen, uint8_t *dst
                                 (uint32_t)src[10] << 16 | (uint32_t)src[11] << 24);
   uint8_t typesize = src[3];
   packread_dctx *k = *kept;
-  if (k != NULL && (k->ctx == NULL || k->blocksize != blocksize || k->typesize != typesize)) {
+  if (k != NULL && (k->blocksize != blocksize || k->typesize != typesize)) {
     packread_blosc_dctx_free(k);
     *kept = k = NULL;
   }
@@ -94,13 +95,13 @@ int packread_blosc_chunk_decode(const uint8_t *src, int32_t srclen, uint8_t *dst
       return BLOSC2_ERROR_MEMORY_ALLOC;
     }
     k->ctx = new_dctx();
-    k->blocksize = blocksize;
-    k->typesize = typesize;
     if (k->ctx == NULL) {
       free(k);
       return BLOSC2_ERROR_MEMORY_ALLOC;
     }
-    *kept = k;
+    k->blocksize = blocksize;
+    k->typesize = typesize;
+    *kept = k; /* a kept context always has its c-blosc2 context */
   }
   int n = blosc2_decompress_ctx(k->ctx, src, srclen, dst, dstlen);
   if (n != dstlen) {
