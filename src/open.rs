@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use crate::batch::{ArraySpec, Index};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
+use crate::formats::image::videos::{self, ClipOptions, ClipSet};
 use crate::formats::image::{self, ErrorLog, ImageOptions};
 use crate::formats::zip::{self, Members, ZipIndex, ZipLimits, ZipSamples};
 use crate::remote::{Caches, FirstRead, ObjectStamp, RemoteFile, StoreOptions};
@@ -128,6 +129,8 @@ pub enum Format {
     Zip(ZipSampleOptions),
     /// Encoded images of archives, folder trees or HDF5 files.
     Images(ImageOptions),
+    /// Clips of videos stored as frame folders, on disk or in archives.
+    Clips(ClipOptions),
 }
 
 /// Everything a reader was given, for its one file or every shard.
@@ -254,6 +257,53 @@ pub fn open(location: &Location, options: &Options, shard: Option<usize>) -> Res
             }
             open_images(location, &images, options, shard.is_some())
         }
+        Format::Clips(clips) => {
+            let mut clips = clips.clone();
+            clips.images.threads = options.threads;
+            if let Some(k) = shard {
+                // Sample 0 of every shard would draw alike otherwise.
+                clips.images.seed = clips
+                    .images
+                    .seed
+                    .wrapping_add((k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            }
+            let remote = location.url().is_some();
+            if !remote && Path::new(&location.name).is_dir() {
+                let set = videos::from_folder(Path::new(&location.name), &clips)?;
+                return Ok(from_clips(set, None));
+            }
+            let source = open_source(location, &options.remote, FirstRead::Tail(TAIL_BYTES))?;
+            let stamp = stamp_of(&*source);
+            Ok(from_clips(
+                clips_in(source, &clips, options.zip, shard.is_some())?,
+                stamp,
+            ))
+        }
+    }
+}
+
+/// The clips of an archive holding frame folders at `source`.
+pub fn clips_in(
+    source: Arc<dyn Source>,
+    clips: &ClipOptions,
+    zip: ZipLimits,
+    shard: bool,
+) -> Result<ClipSet> {
+    let zip = Arc::new(ZipIndex::open(source, zip)?);
+    videos::from_zip(zip, clips, shard)
+}
+
+fn from_clips(set: ClipSet, stamp: Option<ObjectStamp>) -> Opened {
+    let errors = Some(set.index.error_log());
+    Opened {
+        index: set.index,
+        names: set.names,
+        labels: set.labels,
+        classes: set.classes,
+        label_source: set.label_source,
+        errors,
+        stamp,
+        samples_per_chunk: 1,
     }
 }
 
@@ -510,6 +560,7 @@ pub fn count(
         let members = match &options.format {
             Format::Zip(z) => Some(&z.members),
             Format::Images(i) => Some(&i.members),
+            Format::Clips(c) => Some(&c.images.members),
             #[cfg(feature = "hdf5")]
             Format::Hdf5(_) => None,
         };

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import errors
+from ._clip import ClipReader
 from ._common import BatchReader, PendingBatch
 from ._deprecated import warn as _warn
 from ._hdf5 import HDF5Dataset, HDF5Reader
@@ -39,6 +40,7 @@ __all__ = [
     "ArrayReader",
     "BadZipError",
     "BatchReader",
+    "ClipReader",
     "DecodeError",
     "HDF5Dataset",
     "HDF5Error",

@@ -44,6 +44,9 @@ class Format:
     options: frozenset[str] = field(default=frozenset())
     #: What the option names of earlier releases still route here (with a warning).
     old_options: frozenset[str] = field(default=frozenset())
+    #: The options its reader requires (from its signature: no default): a source given them
+    #: all is this format's before any other's claims are asked.
+    required: frozenset[str] = field(default=frozenset())
 
 
 _FORMATS: dict[str, Format] = {}
@@ -59,6 +62,18 @@ def reader_options(reader: type) -> frozenset[str]:
     )
 
 
+def required_options(reader: type) -> frozenset[str]:
+    """The parameters of ``reader``'s constructor, but its source, that have no default."""
+    params = inspect.signature(reader.__init__).parameters.values()
+    return frozenset(
+        p.name
+        for p in params
+        if p.name not in ("self", "source")
+        and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+        and p.default is p.empty
+    )
+
+
 def register(fmt: Format) -> Format:
     """Adds ``fmt`` (its options taken from its reader's signature); returns the record."""
     record = Format(
@@ -70,6 +85,7 @@ def register(fmt: Format) -> Format:
         shards=fmt.shards,
         options=reader_options(fmt.reader),
         old_options=fmt.old_options,
+        required=required_options(fmt.reader),
     )
     _FORMATS[fmt.name] = record
     return record
@@ -140,7 +156,14 @@ def head_of(source: Source) -> Callable[[int], bytes] | None:
 
 
 def detect(source: Source, options: dict[str, Any]) -> Format:
-    """The format of ``source``, given with ``options``."""
+    """The format of ``source``, given with ``options``: first a format whose reader requires
+    options and is given them all, then the first format that claims it, then by suffix and
+    by leading bytes."""
+    given = set(options)
+    for fmt in _FORMATS.values():
+        if fmt.required and fmt.required <= given:
+            if fmt.claims is None or fmt.claims(source, options):
+                return fmt
     for fmt in _FORMATS.values():
         if fmt.claims is not None and fmt.claims(source, options):
             return fmt

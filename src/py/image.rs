@@ -171,7 +171,7 @@ impl ImageFile {
     }
 }
 
-fn errors_dict<'py>(py: Python<'py>, log: &ErrorLog) -> PyResult<Bound<'py, PyDict>> {
+pub(super) fn errors_dict<'py>(py: Python<'py>, log: &ErrorLog) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     let log = log.lock().unwrap_or_else(|p| p.into_inner());
     for (k, v) in log.iter() {
@@ -185,6 +185,12 @@ fn errors_dict<'py>(py: Python<'py>, log: &ErrorLog) -> PyResult<Bound<'py, PyDi
 #[pyclass(module = "packread._packread", frozen)]
 pub struct ImageErrors {
     log: ErrorLog,
+}
+
+impl ImageErrors {
+    pub(super) fn of(log: ErrorLog) -> ImageErrors {
+        ImageErrors { log }
+    }
 }
 
 #[pymethods]

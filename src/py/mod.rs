@@ -3,6 +3,7 @@
 
 mod array;
 mod buffers;
+mod clip;
 mod detached;
 mod errors;
 mod file_object;
@@ -49,6 +50,7 @@ fn _packread(m: &Bound<'_, PyModule>) -> PyResult<()> {
     zip::register(m)?;
     hdf5::register(m)?;
     image::register(m)?;
+    clip::register(m)?;
     pending::register(m)?;
     reader::register(m)?;
     order::register(m)?;

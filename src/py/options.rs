@@ -13,6 +13,8 @@ use crate::codec::image::geometry::{Crop, Element, ImageSpec, Layout};
 use crate::codec::image::{Limits as PixelLimits, Mode};
 use crate::dtype::literal;
 use crate::dtype::DType;
+use crate::formats::image::clip::{ClipSpec, Sampling, Short};
+use crate::formats::image::videos::ClipOptions;
 use crate::formats::image::{ImageOptions, Labels};
 use crate::formats::npy;
 use crate::formats::zip::{Members, ZipLimits};
@@ -204,6 +206,49 @@ pub(super) fn images(d: &Dict<'_>) -> PyResult<ImageOptions> {
     })
 }
 
+/// The clips' options: the images' (how each frame is decoded), `clip_len`, `frame_step`,
+/// `sampling` (`"random"`, `"uniform"`, `"segments"`, `"segments-center"`, `"windows"`),
+/// `clips_per_video`, `stride`, `short` (`"repeat_last"`, `"error"`, `"skip"`) and `videos`
+/// (a list file).
+pub(super) fn clips(d: &Dict<'_>) -> PyResult<ClipOptions> {
+    let py = d.py;
+    let positive = |key: &str| -> PyResult<usize> {
+        let v: usize = d.get(key, 1)?;
+        if v == 0 {
+            return Err(invalid_argument(py, format!("{key} must be at least 1")));
+        }
+        Ok(v)
+    };
+    let sampling = match d.get("sampling", "random".to_string())?.as_str() {
+        "random" => Sampling::Random,
+        "uniform" => Sampling::Uniform {
+            clips: positive("clips_per_video")?,
+        },
+        "segments" => Sampling::Segments { random: true },
+        "segments-center" => Sampling::Segments { random: false },
+        "windows" => Sampling::Windows {
+            stride: positive("stride")?,
+        },
+        other => return Err(invalid_argument(py, format!("sampling {other:?}"))),
+    };
+    let short = match d.get("short", "repeat_last".to_string())?.as_str() {
+        "repeat_last" => Short::RepeatLast,
+        "error" => Short::Error,
+        "skip" => Short::Skip,
+        other => return Err(invalid_argument(py, format!("short {other:?}"))),
+    };
+    Ok(ClipOptions {
+        images: images(d)?,
+        clip: ClipSpec {
+            len: positive("clip_len")?,
+            step: positive("frame_step")?,
+            sampling,
+            short,
+        },
+        list: d.opt("videos")?,
+    })
+}
+
 /// Every option, for the format named `format` (`"hdf5"`, `"zip"`, `"images"`).
 pub(super) fn options(obj: &Bound<'_, PyAny>, format: &str) -> PyResult<Options> {
     let d = Dict::new(obj)?;
@@ -211,10 +256,11 @@ pub(super) fn options(obj: &Bound<'_, PyAny>, format: &str) -> PyResult<Options>
         "hdf5" => Format::Hdf5(hdf5(&d)?),
         "zip" => Format::Zip(zip_samples(&d)?),
         "images" => Format::Images(images(&d)?),
+        "clips" => Format::Clips(clips(&d)?),
         other => return Err(invalid_argument(d.py, format!("no format {other:?}"))),
     };
     let mut zip = zip_limits(&d)?;
-    if matches!(format, Format::Images(_)) {
+    if matches!(format, Format::Images(_) | Format::Clips(_)) {
         // An image member is read whole: as large as an image file may be.
         zip.max_member_bytes = d.get(
             "max_member_bytes",

@@ -14,6 +14,7 @@ mod jpeg;
 mod png_webp;
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, ErrorKind};
@@ -396,6 +397,43 @@ pub struct ImageStep {
     /// `Some`: a failure is recorded there and the sample's output left for the caller to
     /// fill (`on_error="skip"`); `None`: it fails the batch.
     pub skipped: Option<SkipLog>,
+    /// The frames of one clip share this: every frame must be of one size (a clip's crop is
+    /// one box for all its frames). `None` for an image of its own.
+    pub frames: Option<Arc<FrameSize>>,
+}
+
+/// The size every frame of one clip must have: set by the first frame decoded, or fixed from
+/// the start (frames read at their own size, which the first frame of the reader set).
+#[derive(Debug, Default)]
+pub struct FrameSize(AtomicU64);
+
+impl FrameSize {
+    /// A clip's frames' size: `fixed` (`(width, height)`), or the first frame's.
+    pub fn new(fixed: Option<(u32, u32)>) -> FrameSize {
+        FrameSize(AtomicU64::new(fixed.map_or(0, |(w, h)| pack(w, h))))
+    }
+
+    /// `Err` with why when a frame of `width` x `height` is not of the clip's size.
+    fn check(&self, width: u32, height: u32) -> Result<(), String> {
+        let mine = pack(width, height);
+        match self
+            .0
+            .compare_exchange(0, mine, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => Ok(()),
+            Err(theirs) if theirs == mine => Ok(()),
+            Err(theirs) => Err(format!(
+                "a frame of {width}x{height} pixels in a clip of {}x{} frames: every frame of a \
+                 video must have one size",
+                theirs >> 32,
+                theirs & 0xFFFF_FFFF
+            )),
+        }
+    }
+}
+
+fn pack(width: u32, height: u32) -> u64 {
+    (u64::from(width) << 32) | u64::from(height)
 }
 
 impl PartialEq for ImageStep {
@@ -410,16 +448,29 @@ impl Eq for ImageStep {}
 impl ImageStep {
     pub(crate) fn apply(&self, input: &[u8], out: &mut [u8]) -> Result<(), Error> {
         let mut draw = Draw::new(self.seed, self.epoch, self.index);
-        match geometry::transform(input, &self.spec, &mut draw, out) {
+        let done = match &self.frames {
+            Some(size) => info(input, &self.spec.limits)
+                .map_err(|e| (ErrorKind::Decode, e.to_string()))
+                .and_then(|head| {
+                    size.check(head.width, head.height)
+                        .map_err(|why| (ErrorKind::Inconsistent, why))
+                }),
+            None => Ok(()),
+        }
+        .and_then(|()| {
+            geometry::transform(input, &self.spec, &mut draw, out)
+                .map_err(|e| (ErrorKind::Decode, e.to_string()))
+        });
+        match done {
             Ok(()) => Ok(()),
-            Err(e) => match &self.skipped {
+            Err((kind, why)) => match &self.skipped {
                 Some(log) => {
                     log.lock()
                         .unwrap_or_else(|p| p.into_inner())
-                        .push((self.index, e.to_string()));
+                        .push((self.index, why));
                     Ok(())
                 }
-                None => Err(Error::new(ErrorKind::Decode, "", e.to_string())),
+                None => Err(Error::new(kind, "", why)),
             },
         }
     }

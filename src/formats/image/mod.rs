@@ -19,11 +19,13 @@
 //! decodes, with that sample's own crop. Every sample found broken is kept in
 //! [`ImageIndex::errors`].
 
+pub mod clip;
 mod labels;
 pub mod open;
 mod sized;
 mod staged;
 pub mod tree;
+pub mod videos;
 
 pub use labels::py_repr;
 pub use open::{ImageOptions, ImageSet, Labels, LABELS_MEMBER};
@@ -243,6 +245,7 @@ impl ImageIndex {
             epoch,
             index: row as u64,
             skipped: log.cloned(),
+            frames: None,
         })
     }
 

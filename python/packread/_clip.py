@@ -1,0 +1,309 @@
+"""Clips of videos stored as frames (:class:`ClipReader`): a sample is ``clip_len`` frames
+of one video, decoded on packread's threads into one ``(B, T, H, W, C)`` batch. Which videos a
+source holds, their frames' order, names and labels are found in the core, the same for one
+source and for every shard of many."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from . import _packread
+from ._common import check_num_threads
+from ._options import DEFAULT_MAX_IMAGE_BYTES, ImageDecode, Limits, Remote
+from ._reader import ArrayReader
+from ._registry import Format, register
+from ._sources import FOLDER, classify
+from ._zip import members_option
+from .errors import InvalidArgumentError, PackreadTypeError, UnsupportedError
+
+#: How clips are cut from a video (``sampling=``).
+SAMPLINGS = ("random", "uniform", "segments", "segments-center", "windows")
+
+#: What a video shorter than a clip gives (``short=``).
+SHORT_POLICIES = ("repeat_last", "error", "skip")
+
+
+def _positive(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise InvalidArgumentError(f"{name} must be an int >= 1, got {value!r}")
+    return int(value)
+
+
+class ClipReader(ArrayReader):
+    """Clips of videos stored as frames: a sample is ``clip_len`` frames of one video, each an
+    encoded image (JPEG, PNG, WebP), decoded, cropped and resized on packread's threads with
+    the GIL released, straight into one batch ``{"frames": ..., "labels": ...}`` (``labels``
+    where the source has them). ``frames`` is ``(B, T, H, W, C)``, or with
+    ``decode=ImageDecode(..., layout="NCHW")`` ``(B, C, T, H, W)`` as torchvision's video
+    models take it. Grey frames (``mode="L"``) keep their channel axis: ``C = 1``.
+
+    ``source`` is one of, or a list or glob of (``shards``):
+
+    - a folder of video folders, ``root/<video>/<frames>``, or of class folders,
+      ``root/<class>/<video>/<frames>`` (classes sorted by name, labels their positions, as
+      ``torchvision.datasets.ImageFolder`` gives them); videos in name order;
+    - a ZIP archive holding such a tree (``packread convert`` writes one): its directory is
+      the index, no file is opened per frame;
+    - either of them with ``videos=``, an mmaction list file of ``path num_frames [label]``
+      lines (paths below the folder, or folders in the archive): those videos in its order,
+      labelled by it; each folder must hold ``num_frames`` frames.
+
+    A video's frames are its folder's image files in natural order (``img_2`` before
+    ``img_10``); other files are left out. Frames numbered unevenly (a frame missing from the
+    middle) are refused when the reader opens (``InconsistentError``).
+
+    Which frames a sample holds (``frame_step``: the distance between them):
+
+    - ``sampling="random"`` (training): one clip per video, its start drawn from
+      ``(augment_seed, epoch, sample)``: ``batch(idx, epoch=e)`` repeats epoch ``e`` exactly;
+    - ``"uniform"`` (evaluation): ``clips_per_video`` evenly spaced clips per video, each a
+      sample: clip ``k`` of ``clips_per_video`` starts at ``(2k + 1) * S // (2 *
+      clips_per_video)`` of the ``S`` starts a video has (mmaction's test sampling);
+    - ``"segments"`` (TSN): ``clip_len`` equal segments, one frame of each at a random offset
+      (drawn per epoch); ``"segments-center"``: each segment's centre frame;
+    - ``"windows"``: every window at ``stride``, each a sample (``len`` = windows).
+
+    A video shorter than a clip (``short=``): ``"repeat_last"`` (default, as torchcodec's
+    samplers) repeats its last frame, ``"error"`` refuses to open, naming it, ``"skip"`` leaves
+    it out. A video without frames is refused unless ``short="skip"``.
+
+    ``decode`` (a :class:`~packread.ImageDecode`) is applied to every frame: ``size=None``
+    (the default) keeps frames whole, and every frame must then have the first frame's size.
+    A clip's frames share one crop box and one flip, drawn from ``(augment_seed, epoch,
+    sample)``. Frames of different sizes within one video are an ``InconsistentError``; a
+    frame that does not decode a ``DecodeError`` naming it; with ``on_error="skip"`` its clip
+    is replaced by the next one (in index order, wrapping around) that decodes, recorded in
+    :attr:`errors`.
+
+    >>> r = ClipReader("frames/", clip_len=16, frame_step=2,
+    ...                decode=packread.ImageDecode(112, crop="random", flip=True))
+    >>> r.batch([0, 1], epoch=3)["frames"].shape
+    (2, 16, 112, 112, 3)
+    """
+
+    format = "clips"
+
+    def __init__(
+        self,
+        source: Any,
+        clip_len: int,
+        *,
+        frame_step: int = 1,
+        sampling: str = "random",
+        clips_per_video: int = 1,
+        stride: int = 1,
+        short: str = "repeat_last",
+        videos: str | os.PathLike[str] | None = None,
+        decode: ImageDecode | None = None,
+        arrays: str | list[str] | None = None,
+        members: str | list[str] | None = None,
+        labels: bool | None = None,
+        augment_seed: int = 0,
+        on_error: str = "raise",
+        num_threads: int | None = None,
+        remote: Remote | dict[str, Any] | None = None,
+        limits: Limits | None = None,
+        shard_index: str | os.PathLike[str] | None = None,
+        max_open_shards: int | None = None,
+    ) -> None:
+        kwargs = {k: v for k, v in locals().items() if k not in ("self", "source", "__class__")}
+        self._setup(source, None, **kwargs)
+
+    def _setup(
+        self,
+        source: Any,
+        state: dict[str, Any] | None,
+        clip_len: int = 1,
+        frame_step: int = 1,
+        sampling: str = "random",
+        clips_per_video: int = 1,
+        stride: int = 1,
+        short: str = "repeat_last",
+        videos: Any = None,
+        decode: Any = None,
+        arrays: Any = None,
+        members: Any = None,
+        labels: Any = None,
+        augment_seed: int = 0,
+        on_error: str = "raise",
+        num_threads: int | None = None,
+        remote: Any = None,
+        limits: Any = None,
+        shard_index: Any = None,
+        max_open_shards: Any = None,
+    ) -> None:
+        decode, remote, limits = ImageDecode._of(decode), Remote._of(remote), Limits._of(limits)
+        clip_len = _positive("clip_len", clip_len)
+        frame_step = _positive("frame_step", frame_step)
+        clips_per_video = _positive("clips_per_video", clips_per_video)
+        stride = _positive("stride", stride)
+        if sampling not in SAMPLINGS:
+            raise InvalidArgumentError(f"sampling must be one of {SAMPLINGS}, got {sampling!r}")
+        if short not in SHORT_POLICIES:
+            raise InvalidArgumentError(f"short must be one of {SHORT_POLICIES}, got {short!r}")
+        if sampling.startswith("segments") and frame_step != 1:
+            raise InvalidArgumentError(
+                "frame_step does not apply to sampling='segments' (one frame a segment)"
+            )
+        if on_error not in ("raise", "skip"):
+            raise InvalidArgumentError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+        if labels not in (None, True, False):
+            raise PackreadTypeError("labels must be None, True or False")
+        if videos is not None:
+            if not isinstance(videos, (str, os.PathLike)):
+                raise PackreadTypeError("videos must be the path of a list file")
+            videos = os.fspath(videos)
+        members = members_option(members)
+        self._kwargs = {
+            "clip_len": clip_len,
+            "frame_step": frame_step,
+            "sampling": sampling,
+            "clips_per_video": clips_per_video,
+            "stride": stride,
+            "short": short,
+            "videos": videos,
+            "decode": decode,
+            "arrays": arrays,
+            "members": members,
+            "labels": labels,
+            "augment_seed": int(augment_seed),
+            "on_error": on_error,
+            "num_threads": check_num_threads(num_threads),
+            "remote": remote,
+            "limits": limits,
+            "shard_index": shard_index,
+            "max_open_shards": max_open_shards,
+        }
+        options = {
+            **decode._binding(),
+            "clip_len": clip_len,
+            "frame_step": frame_step,
+            "sampling": sampling,
+            "clips_per_video": clips_per_video,
+            "stride": stride,
+            "short": short,
+            "videos": videos,
+            "augment_seed": int(augment_seed) & (2**64 - 1),
+            "on_error": on_error,
+            "members": members,
+            "labels": False if labels is False else None,
+            "num_threads": self._kwargs["num_threads"],
+            **limits._binding(DEFAULT_MAX_IMAGE_BYTES),
+            **remote._binding(),
+        }
+        self.decode = decode
+        #: How clips are cut: ``sampling``, ``clip_len``, ``frame_step``, ...
+        self.sampling = sampling
+        self.clip_len = clip_len
+        self.frame_step = frame_step
+        self.varies_by_epoch = decode.varies_by_epoch or sampling in ("random", "segments")
+        src = classify(source, remote)
+        self._source = source
+        self._inner: Any = None
+        #: Where :attr:`labels` came from: ``"folders"`` (class folders), the list file, or
+        #: ``None`` (no labels, or shards).
+        self.label_source: str | None = None
+        if src.many:
+            shards = self._open_shards(src.value, options, shard_index, max_open_shards, state)
+            reader = shards.reader()
+            found, classes = shards.labels, shards.classes
+            self._names: list[str] | None = None
+        else:
+            target = self._target(src, remote, "frame folders", tail=True, folder=True)
+            self._inner = _packread.ClipFile(target, options)
+            self._paths = [self._inner.location if src.kind != FOLDER else src.value]
+            reader = self._inner.reader
+            found, classes = self._inner.labels, self._inner.classes
+            self.label_source = self._inner.label_source
+            self._names = list(self._inner.names())
+        #: Each sample's label (int64), or ``None`` where the source has none.
+        self.labels: np.ndarray | None = found
+        #: The class names by label, where class folders name them.
+        self.classes: list[str] | None = None if classes is None else list(classes)
+        self._bind(reader, ["frames"], None if found is None else {"labels": found})
+        self._choose(arrays if arrays is not None or found is not None else "frames")
+
+    @property
+    def class_to_idx(self) -> dict[str, int] | None:
+        """Class name to label, for class folders (``None`` otherwise)."""
+        return None if self.classes is None else {c: k for k, c in enumerate(self.classes)}
+
+    def names(self) -> list[str]:
+        """Each sample's name: its video's (a folder's path, or ``archive:folder``).
+
+        >>> ClipReader("frames/", clip_len=8).names()[:1]
+        ['frames/v_000']
+        """
+        if self._names is None:
+            self._check_open()
+            out: list[str] = []
+            for k in range(len(self._paths)):
+                out.extend(self._set.shard_names(k))
+            self._names = out
+        return list(self._names)
+
+    def _one_source(self, what: str) -> Any:
+        if self._inner is None:
+            raise UnsupportedError(
+                f"{self._describe()}: {what} of a reader of several shards; open one: "
+                "ClipReader(reader.paths[k], ...)"
+            )
+        self._check_open()
+        return self._inner
+
+    def _sample(self, i: int) -> int:
+        n = len(self)
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not -n <= i < n:
+            raise IndexError(f"{self._describe()}: sample {i!r} of {n}")
+        return int(i) % n
+
+    @property
+    def videos(self) -> list[tuple[str, int]]:
+        """``(name, frames)`` of every video, in order (with ``short="skip"``, also those
+        left out).
+
+        >>> ClipReader("frames/", clip_len=8).videos[:1]
+        [('frames/v_000', 100)]
+        """
+        inner = self._one_source("videos")
+        return [(name, frames) for name, frames, _ in inner.videos()]
+
+    def frames(self, i: int, epoch: int = 0) -> list[str]:
+        """The frames (files, or ``archive:member``) sample ``i`` holds in ``epoch``, in
+        clip order.
+
+        >>> ClipReader("frames/", clip_len=2, sampling="uniform").frames(0)
+        ['frames/v_000/img_00050.jpg', 'frames/v_000/img_00051.jpg']
+        """
+        inner = self._one_source("frames()")
+        return list(inner.frames(self._sample(i), int(epoch))[2])
+
+    def frame_positions(self, i: int, epoch: int = 0) -> tuple[int, list[int]]:
+        """``(video, positions)``: the video sample ``i`` is cut from (its position in
+        :attr:`videos`) and its frames' positions in that video, in ``epoch``."""
+        inner = self._one_source("frame_positions()")
+        video, positions, _ = inner.frames(self._sample(i), int(epoch))
+        return int(video), [int(p) for p in positions]
+
+    def crop_params(self, i: int, epoch: int = 0) -> tuple[int, int, int, int, bool]:
+        """``(top, left, height, width, flipped)`` of the crop every frame of sample ``i``
+        gets in ``epoch``, in its pixels (as :meth:`ImageReader.crop_params`)."""
+        inner = self._one_source("crop_params()")
+        return tuple(inner.crop(self._sample(i), int(epoch)))  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        if self.closed:
+            return f"<closed {type(self).__name__}>"
+        return (
+            f"ClipReader({self._describe()!r}, {len(self)} clips of {self.clip_len}, "
+            f"sampling={self.sampling!r}, shape={self.shape})"
+        )
+
+
+# Claimed by the option it requires (``clip_len``): the registry asks such formats first.
+register(Format(name="clips", reader=ClipReader))
+
+__all__ = ["ClipReader"]
