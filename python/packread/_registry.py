@@ -161,9 +161,9 @@ def detect(source: Source, options: dict[str, Any]) -> Format:
     by leading bytes."""
     given = set(options)
     for fmt in _FORMATS.values():
-        if fmt.required and fmt.required <= given:
-            if fmt.claims is None or fmt.claims(source, options):
-                return fmt
+        claimed = fmt.claims is None or fmt.claims(source, options)
+        if fmt.required and fmt.required <= given and claimed:
+            return fmt
     for fmt in _FORMATS.values():
         if fmt.claims is not None and fmt.claims(source, options):
             return fmt
