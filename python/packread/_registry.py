@@ -161,8 +161,8 @@ def detect(source: Source, options: dict[str, Any]) -> Format:
     by leading bytes."""
     given = set(options)
     for fmt in _FORMATS.values():
-        claimed = fmt.claims is None or fmt.claims(source, options)
-        if fmt.required and fmt.required <= given and claimed:
+        required = bool(fmt.required) and fmt.required <= given
+        if required and (fmt.claims is None or fmt.claims(source, options)):
             return fmt
     for fmt in _FORMATS.values():
         if fmt.claims is not None and fmt.claims(source, options):
