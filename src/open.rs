@@ -272,7 +272,12 @@ pub fn open(location: &Location, options: &Options, shard: Option<usize>) -> Res
                 let set = videos::from_folder(Path::new(&location.name), &clips)?;
                 return Ok(from_clips(set, None));
             }
-            let source = open_source(location, &options.remote, FirstRead::Tail(TAIL_BYTES))?;
+            let first = if location.ends_with_any(&HDF5_SUFFIXES) || !remote {
+                FirstRead::Head(HEAD_BYTES)
+            } else {
+                FirstRead::Tail(TAIL_BYTES)
+            };
+            let source = open_source(location, &options.remote, first)?;
             let stamp = stamp_of(&*source);
             Ok(from_clips(
                 clips_in(source, &clips, options.zip, shard.is_some())?,
@@ -289,6 +294,14 @@ pub fn clips_in(
     zip: ZipLimits,
     shard: bool,
 ) -> Result<ClipSet> {
+    let lower = source.name().to_lowercase();
+    let named_hdf5 = HDF5_SUFFIXES.iter().any(|s| lower.ends_with(s));
+    #[cfg(feature = "hdf5")]
+    if named_hdf5 || (!source.waits() && image::open::is_hdf5(&*source)) {
+        return videos::from_hdf5(source, clips);
+    }
+    #[cfg(not(feature = "hdf5"))]
+    let _ = named_hdf5;
     let zip = Arc::new(ZipIndex::open(source, zip)?);
     videos::from_zip(zip, clips, shard)
 }

@@ -6,16 +6,18 @@ source and for every shard of many."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from . import _packread
 from ._common import check_num_threads
+from ._hdf5 import DEFAULT_CACHE_BYTES, HDF5_SUFFIXES
 from ._options import DEFAULT_MAX_IMAGE_BYTES, ImageDecode, Limits, Remote
 from ._reader import ArrayReader
 from ._registry import Format, register
-from ._sources import FOLDER, classify
+from ._sources import FOLDER, URL, classify
 from ._zip import members_option
 from .errors import InvalidArgumentError, PackreadTypeError, UnsupportedError
 
@@ -24,6 +26,40 @@ SAMPLINGS = ("random", "uniform", "segments", "segments-center", "windows")
 
 #: What a video shorter than a clip gives (``short=``).
 SHORT_POLICIES = ("repeat_last", "error", "skip")
+
+
+def _episodes(episodes: Any) -> Any:
+    """``episodes=`` checked: a dataset's name, or a list of ints."""
+    if episodes is None or isinstance(episodes, str):
+        return episodes
+    values = np.asarray(episodes)
+    if values.ndim != 1 or values.dtype.kind not in "iu":
+        raise InvalidArgumentError(
+            "episodes must be an HDF5 dataset's name or a list of episode ends or lengths"
+        )
+    return [int(v) for v in values]
+
+
+def _offsets(offsets: Any) -> dict[str, list[int]] | None:
+    """``offsets=`` checked: ``{dataset: [frame offsets]}``."""
+    if offsets is None:
+        return None
+    if not isinstance(offsets, Mapping):
+        raise PackreadTypeError("offsets must be a dict {dataset: [frame offsets]}")
+    out: dict[str, list[int]] = {}
+    for name, values in offsets.items():
+        arr = np.asarray(values)
+        if (
+            not isinstance(name, str)
+            or arr.ndim != 1
+            or arr.size == 0
+            or arr.dtype.kind not in "iu"
+        ):
+            raise InvalidArgumentError(
+                f"offsets[{name!r}] must be a non-empty list of ints (frames from the anchor)"
+            )
+        out[name] = [int(v) for v in arr]
+    return out
 
 
 def _positive(name: str, value: Any) -> int:
@@ -49,7 +85,18 @@ class ClipReader(ArrayReader):
       the index, no file is opened per frame;
     - either of them with ``videos=``, an mmaction list file of ``path num_frames [label]``
       lines (paths below the folder, or folders in the archive): those videos in its order,
-      labelled by it; each folder must hold ``num_frames`` frames.
+      labelled by it; each folder must hold ``num_frames`` frames;
+    - an HDF5 file whose datasets (``arrays``: their names; default every dataset of the
+      common length but ``labels`` and ``episodes``) hold frames as stored (any dtype, no
+      decoding): a row of ``(N, T, ...)`` is a video of ``T`` frames (the spatiotemporal
+      seed's layout); with ``episodes=`` the first axis ``(T, ...)`` is time, cut into
+      episodes by their ends (increasing, the last ``T``) or lengths (summing to ``T``), an
+      integer dataset's name or a list: a clip never crosses an episode's end. A batch is
+      ``{dataset: (B, T, ...)}``; ``offsets={dataset: [frames]}`` gives a dataset its own
+      frames around a clip's anchor (LeRobot's ``delta_timestamps`` in frames, e.g.
+      ``{"obs": [-2, -1, 0], "action": [0, 1, 2]}``): a clip then spans from the least offset
+      to the greatest, and only windows that fit in an episode are taken. ``labels=`` names an
+      integer dataset of one label a row (or episode).
 
     A video's frames are its folder's image files in natural order (``img_2`` before
     ``img_10``); other files are left out. Frames numbered unevenly (a frame missing from the
@@ -85,6 +132,7 @@ class ClipReader(ArrayReader):
     """
 
     format = "clips"
+    _skipped_what = "clip(s)"
 
     def __init__(
         self,
@@ -97,10 +145,13 @@ class ClipReader(ArrayReader):
         stride: int = 1,
         short: str = "repeat_last",
         videos: str | os.PathLike[str] | None = None,
+        episodes: str | Sequence[int] | None = None,
+        offsets: Mapping[str, Sequence[int]] | None = None,
         decode: ImageDecode | None = None,
-        arrays: str | list[str] | None = None,
-        members: str | list[str] | None = None,
-        labels: bool | None = None,
+        arrays: str | Sequence[str] | None = None,
+        members: str | Sequence[str] | None = None,
+        labels: str | bool | None = None,
+        chunk_cache_bytes: int = DEFAULT_CACHE_BYTES,
         augment_seed: int = 0,
         on_error: str = "raise",
         num_threads: int | None = None,
@@ -123,10 +174,13 @@ class ClipReader(ArrayReader):
         stride: int = 1,
         short: str = "repeat_last",
         videos: Any = None,
+        episodes: Any = None,
+        offsets: Any = None,
         decode: Any = None,
         arrays: Any = None,
         members: Any = None,
         labels: Any = None,
+        chunk_cache_bytes: int = DEFAULT_CACHE_BYTES,
         augment_seed: int = 0,
         on_error: str = "raise",
         num_threads: int | None = None,
@@ -150,8 +204,15 @@ class ClipReader(ArrayReader):
             )
         if on_error not in ("raise", "skip"):
             raise InvalidArgumentError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
-        if labels not in (None, True, False):
-            raise PackreadTypeError("labels must be None, True or False")
+        if not (labels is None or isinstance(labels, (bool, str))):
+            raise PackreadTypeError("labels must be an HDF5 dataset's name, True or False")
+        if labels is True:
+            labels = None
+        episodes = _episodes(episodes)
+        offsets = _offsets(offsets)
+        # Of an HDF5 file, the arrays named are its datasets read (but the labels).
+        wanted = [arrays] if isinstance(arrays, str) else None if arrays is None else list(arrays)
+        datasets = None if wanted is None else [a for a in wanted if a != "labels"] or None
         if videos is not None:
             if not isinstance(videos, (str, os.PathLike)):
                 raise PackreadTypeError("videos must be the path of a list file")
@@ -165,10 +226,13 @@ class ClipReader(ArrayReader):
             "stride": stride,
             "short": short,
             "videos": videos,
+            "episodes": episodes,
+            "offsets": None if offsets is None else dict(offsets),
             "decode": decode,
             "arrays": arrays,
             "members": members,
             "labels": labels,
+            "chunk_cache_bytes": int(chunk_cache_bytes),
             "augment_seed": int(augment_seed),
             "on_error": on_error,
             "num_threads": check_num_threads(num_threads),
@@ -186,10 +250,14 @@ class ClipReader(ArrayReader):
             "stride": stride,
             "short": short,
             "videos": videos,
+            "episodes": episodes,
+            "offsets": [] if offsets is None else list(offsets.items()),
+            "datasets": datasets,
+            "cache_bytes": int(chunk_cache_bytes),
             "augment_seed": int(augment_seed) & (2**64 - 1),
             "on_error": on_error,
             "members": members,
-            "labels": False if labels is False else None,
+            "labels": labels,
             "num_threads": self._kwargs["num_threads"],
             **limits._binding(DEFAULT_MAX_IMAGE_BYTES),
             **remote._binding(),
@@ -212,7 +280,9 @@ class ClipReader(ArrayReader):
             found, classes = shards.labels, shards.classes
             self._names: list[str] | None = None
         else:
-            target = self._target(src, remote, "frame folders", tail=True, folder=True)
+            # An object's first request: an HDF5 file's head, or the archive's tail.
+            tail = not (src.kind == URL and src.value.lower().endswith(HDF5_SUFFIXES))
+            target = self._target(src, remote, "clips", tail=tail, folder=True)
             self._inner = _packread.ClipFile(target, options)
             self._paths = [self._inner.location if src.kind != FOLDER else src.value]
             reader = self._inner.reader
@@ -223,8 +293,12 @@ class ClipReader(ArrayReader):
         self.labels: np.ndarray | None = found
         #: The class names by label, where class folders name them.
         self.classes: list[str] | None = None if classes is None else list(classes)
-        self._bind(reader, ["frames"], None if found is None else {"labels": found})
-        self._choose(arrays if arrays is not None or found is not None else "frames")
+        self._bind(reader, None, None if found is None else {"labels": found})
+        # Without labels, frames of one array are that array (as an HDF5Reader of one dataset).
+        core = [n for n in self._arrays if n != "labels" or found is None]
+        if arrays is None and found is None and len(core) == 1:
+            arrays = core[0]
+        self._choose(arrays)
 
     @property
     def class_to_idx(self) -> dict[str, int] | None:

@@ -57,12 +57,14 @@ def shown_name(name: str) -> str:
     return name.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def warn_skipped(where: str, errors: dict[int, str], stacklevel: int) -> None:
-    """The one warning a reader gives when images it read with ``on_error="skip"`` did not
-    decode and were replaced."""
+def warn_skipped(
+    where: str, errors: dict[int, str], stacklevel: int, what: str = "image(s)"
+) -> None:
+    """The one warning a reader gives when samples (``what``: images, clips) it read with
+    ``on_error="skip"`` did not decode and were replaced."""
     k, why = min(errors.items())
     warnings.warn(
-        f"{where}: {len(errors)} image(s) did not decode and were replaced "
+        f"{where}: {len(errors)} {what} did not decode and were replaced "
         f"(reader.errors has them all); first: sample {k}: {why}",
         RuntimeWarning,
         stacklevel=stacklevel + 1,

@@ -131,6 +131,8 @@ class ArrayReader(Closable):
     _ragged: str = "list"
     _held: dict[str, np.ndarray]
     _warned: bool = False
+    #: What the samples ``on_error="skip"`` replaces are, in its warning.
+    _skipped_what: str = "image(s)"
     #: What the reader was made from, for pickles: the source and the options.
     _source: Any
     _kwargs: dict[str, Any]
@@ -317,7 +319,7 @@ class ArrayReader(Closable):
     def _warn_errors(self) -> None:
         if not self._warned and self._error_count():
             self._warned = True
-            warn_skipped(self._describe(), self.errors, stacklevel=4)
+            warn_skipped(self._describe(), self.errors, stacklevel=4, what=self._skipped_what)
 
     # -- reading -------------------------------------------------------------------------
 

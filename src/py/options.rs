@@ -14,7 +14,7 @@ use crate::codec::image::{Limits as PixelLimits, Mode};
 use crate::dtype::literal;
 use crate::dtype::DType;
 use crate::formats::image::clip::{ClipSpec, Sampling, Short};
-use crate::formats::image::videos::ClipOptions;
+use crate::formats::image::videos::{ClipOptions, Episodes};
 use crate::formats::image::{ImageOptions, Labels};
 use crate::formats::npy;
 use crate::formats::zip::{Members, ZipLimits};
@@ -244,8 +244,22 @@ pub(super) fn clips(d: &Dict<'_>) -> PyResult<ClipOptions> {
             step: positive("frame_step")?,
             sampling,
             short,
+            reach: None,
         },
         list: d.opt("videos")?,
+        datasets: d.opt("datasets")?,
+        episodes: match d.dict.get_item("episodes")? {
+            Some(v) if v.is_none() => None,
+            None => None,
+            Some(v) => Some(match v.extract::<String>() {
+                Ok(name) => Episodes::Dataset(name),
+                Err(_) => Episodes::Values(v.extract().map_err(|_| {
+                    invalid_argument(py, "episodes must be a dataset's name or a list of ints")
+                })?),
+            }),
+        },
+        offsets: d.get("offsets", Vec::new())?,
+        cache_bytes: d.get("cache_bytes", crate::formats::hdf5::DEFAULT_CACHE_BYTES)?,
     })
 }
 

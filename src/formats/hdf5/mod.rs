@@ -25,6 +25,7 @@ pub(crate) use handle::h5err;
 use library::{with_library, LibraryHandle};
 pub use meta::Filter;
 pub(crate) use meta::{DatasetMeta, Layout};
+pub use plan::FrameView;
 pub use select::Selection;
 use select::{normalize, select, ReadPath};
 pub use vlen::{RaggedPlan, Vlen, VlenKind};

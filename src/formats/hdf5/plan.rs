@@ -5,7 +5,7 @@
 use super::meta::{ChunkLoc, Layout};
 use super::select::ReadPath;
 use super::Hdf5File;
-use crate::batch::tiling::ChunkRead;
+use crate::batch::tiling::{ChunkRead, Tiling};
 use crate::batch::{After, Dest, Extent, Plan, Tag};
 use crate::codec::{ChunkDecoder, Pipeline, Step};
 use crate::error::Result;
@@ -35,6 +35,40 @@ fn chunk_extent(loc: ChunkLoc, decoder: &ChunkDecoder, chunk_bytes: usize, slot:
     }
 }
 
+/// Where the pieces put a chunk of `len` decoded bytes when they copy all of it, in order, to
+/// one contiguous place: that place's start.
+fn whole_run(pieces: &[crate::batch::Piece], len: usize) -> Option<usize> {
+    let first = pieces.first()?;
+    if first.src != 0 {
+        return None;
+    }
+    let mut end = (first.src + first.len, first.dst + first.len);
+    for p in &pieces[1..] {
+        if (p.src, p.dst) != end {
+            return None;
+        }
+        end = (p.src + p.len, p.dst + p.len);
+    }
+    (end.0 == len).then_some(first.dst)
+}
+
+/// Most bytes of whole rows one batch reads to cut frames from.
+const MAX_STAGED_BYTES: u64 = 2 << 30;
+
+/// How the frames of a dataset are numbered and read: a frame is a row (`per_row` 1), or one
+/// of the `per_row` frames along the second axis of a row (frame `f` is `[f / per_row, f %
+/// per_row]`).
+#[derive(Debug, Clone)]
+pub struct FrameView {
+    /// Frames a row holds.
+    pub per_row: usize,
+    /// Bytes of one frame.
+    pub frame_bytes: usize,
+    /// The tiling of the frames as rows of one array (first two axes merged), and its chunks'
+    /// frames, where the chunks allow it.
+    merged: Option<(Tiling, usize)>,
+}
+
 impl Hdf5File {
     /// Plans the reads of dataset `w` for `rows` into output `slot`.
     pub(super) fn plan_dataset(
@@ -62,9 +96,170 @@ impl Hdf5File {
                     );
                 }
             }
-            ReadPath::Chunked { decoder } => self.plan_chunked(w, slot, rows, decoder, plan)?,
+            ReadPath::Chunked { decoder } => {
+                let c0 = self.chunk_rows(w);
+                self.plan_chunked(w, slot, rows, decoder, (&ds.tiling, c0, sb), plan)?
+            }
             ReadPath::Library(_) | ReadPath::Unreadable(_) => unreachable!("planned elsewhere"),
         }
+        Ok(())
+    }
+
+    fn chunk_rows(&self, w: usize) -> usize {
+        match &self.datasets[w].meta.layout {
+            Layout::Chunked { chunk, .. } => chunk[0],
+            _ => 1,
+        }
+    }
+
+    /// How frames of dataset `w` are read when each of its rows holds `per_row` frames along
+    /// its second axis (`per_row` 1: a frame is a row). See [`FrameView`].
+    pub(crate) fn frame_view(&self, w: usize, per_row: usize) -> Result<FrameView> {
+        let ds = &self.datasets[w];
+        let at = || format!("{}:{}", self.location, ds.name());
+        if ds.meta.vlen.is_some() {
+            return Err(crate::error::Error::new(
+                crate::error::ErrorKind::Unsupported,
+                at(),
+                "variable-length data cannot be read as frames",
+            ));
+        }
+        if per_row <= 1 {
+            return Ok(FrameView {
+                per_row: 1,
+                frame_bytes: ds.sample_bytes,
+                merged: None,
+            });
+        }
+        let shape = ds.shape();
+        if shape.len() < 2 || shape[1] != per_row {
+            return Err(crate::error::Error::new(
+                crate::error::ErrorKind::Internal,
+                at(),
+                format!("{per_row} frames a row of shape {shape:?}"),
+            ));
+        }
+        let frame_bytes = ds.sample_bytes / per_row.max(1);
+        // Rows of one chunk along the first axis whose second axis the chunks cut evenly:
+        // frames are then the rows of an array of shape (N * T, ...) chunked (c1, ...), the
+        // chunks numbered alike; else a frame's rows are read whole (staged).
+        let merged = match (&ds.path, &ds.meta.layout) {
+            (ReadPath::Chunked { .. }, Layout::Chunked { chunk, .. })
+                if chunk[0] == 1 && per_row % chunk[1] == 0 =>
+            {
+                let mut flat = vec![shape[0] * per_row];
+                flat.extend_from_slice(&shape[2..]);
+                let tiling = Tiling::new(&flat, &chunk[1..], ds.dtype.itemsize()).map_err(|e| {
+                    crate::error::Error::new(crate::error::ErrorKind::Hdf5, at(), e)
+                })?;
+                Some((tiling, chunk[1]))
+            }
+            _ => None,
+        };
+        Ok(FrameView {
+            per_row,
+            frame_bytes,
+            merged,
+        })
+    }
+
+    /// Plans frames `frames` of dataset `w` (as `view` numbers them) into output `slot`, frame
+    /// `k` at `k * view.frame_bytes`: straight from the file where the layout allows, else
+    /// from the rows read first (libhdf5's own reads included) and copied.
+    pub(crate) fn plan_frames(
+        &self,
+        w: usize,
+        slot: usize,
+        frames: &[usize],
+        view: &FrameView,
+        plan: &mut Plan,
+    ) -> Result<()> {
+        let ds = &self.datasets[w];
+        let fb = view.frame_bytes;
+        match (&ds.path, view.per_row) {
+            (ReadPath::Library(_) | ReadPath::Unreadable(_), _) => {}
+            (_, 1) => return self.plan_dataset(w, slot, frames, plan),
+            (ReadPath::Contiguous(addr), _) => {
+                for (k, &f) in frames.iter().enumerate() {
+                    let at = addr + (f * fb) as u64;
+                    let mut e = Extent::raw(0, at, fb, Dest::At(k * fb));
+                    e.out = slot as u32;
+                    plan.push(e, Tag::new(w as u32, at));
+                }
+                return Ok(());
+            }
+            (ReadPath::Fill, _) => {
+                for k in 0..frames.len() {
+                    plan.push(
+                        fill_extent(&ds.meta.fill, fb, slot, Dest::At(k * fb)),
+                        Tag::new(w as u32, 0),
+                    );
+                }
+                return Ok(());
+            }
+            (ReadPath::Chunked { decoder }, _) => {
+                if let Some((tiling, c0)) = &view.merged {
+                    return self.plan_chunked(w, slot, frames, decoder, (tiling, *c0, fb), plan);
+                }
+            }
+        }
+        self.stage_frames(w, slot, frames, view, plan)
+    }
+
+    /// Reads the rows holding `frames` whole (through the engine, or libhdf5 under its lock)
+    /// and copies the frames out of them after the plan's reads.
+    fn stage_frames(
+        &self,
+        w: usize,
+        slot: usize,
+        frames: &[usize],
+        view: &FrameView,
+        plan: &mut Plan,
+    ) -> Result<()> {
+        let ds = &self.datasets[w];
+        if let ReadPath::Unreadable(why) = &ds.path {
+            return Err(crate::error::Error::new(
+                crate::error::ErrorKind::Unsupported,
+                format!("{}:{}", self.location, ds.name()),
+                why.clone(),
+            ));
+        }
+        let mut rows: Vec<usize> = frames.iter().map(|f| f / view.per_row).collect();
+        rows.sort_unstable();
+        rows.dedup();
+        let total = rows.len() as u64 * ds.sample_bytes as u64;
+        if total > MAX_STAGED_BYTES {
+            return Err(crate::error::Error::new(
+                crate::error::ErrorKind::LimitExceeded,
+                format!("{}:{}", self.location, ds.name()),
+                format!(
+                    "a batch needs {total} bytes of whole rows read to cut its frames from, \
+                     over {MAX_STAGED_BYTES}: read fewer clips at a time, or store one row a \
+                     chunk"
+                ),
+            ));
+        }
+        let mut buf = vec![0u8; total as usize];
+        let resolved = crate::batch::Rows::of(rows.clone(), 0);
+        crate::batch::read_batch(self, &resolved, &[w], &mut [&mut buf])?;
+        let fb = view.frame_bytes;
+        let pieces = frames
+            .iter()
+            .enumerate()
+            .map(|(k, &f)| {
+                let r = rows.binary_search(&(f / view.per_row)).unwrap_or(0);
+                crate::batch::Piece {
+                    src: r * ds.sample_bytes + (f % view.per_row) * fb,
+                    dst: k * fb,
+                    len: fb,
+                }
+            })
+            .collect();
+        plan.after.push(After::Copy {
+            out: slot,
+            bytes: buf.into(),
+            pieces,
+        });
         Ok(())
     }
 
@@ -74,20 +269,19 @@ impl Hdf5File {
         slot: usize,
         rows: &[usize],
         decoder: &ChunkDecoder,
+        (tiling, c0, sb): (&Tiling, usize, usize),
         plan: &mut Plan,
     ) -> Result<()> {
         let ds = &self.datasets[w];
-        let Layout::Chunked { chunk, chunks, .. } = &ds.meta.layout else {
+        let Layout::Chunked { chunks, .. } = &ds.meta.layout else {
             unreachable!("chunked read path on a chunked layout");
         };
-        let sb = ds.sample_bytes;
-        let c0 = chunk[0];
-        let exact = ds.tiling.is_exact();
+        let exact = tiling.is_exact();
         for ChunkRead {
             linear,
             uses,
             pieces,
-        } in ds.tiling.reads(rows)
+        } in tiling.reads(rows)
         {
             let key = (w as u32, linear);
             // The decoded bytes the batch needs from the chunk: its rows' runs end here.
@@ -108,6 +302,13 @@ impl Hdf5File {
             let addr = loc.map_or(0, |l| l.addr);
             if exact && uses.len() == 1 {
                 extent.dest = Dest::At(uses[0].0 * sb);
+                plan.push(extent, Tag::new(w as u32, addr));
+                continue;
+            }
+            if let Some(at) = whole_run(&pieces, ds.chunk_bytes) {
+                // The batch takes the whole chunk, in order, to one place (a clip's frames
+                // of a chunk of frames): decoded straight there.
+                extent.dest = Dest::At(at);
                 plan.push(extent, Tag::new(w as u32, addr));
                 continue;
             }

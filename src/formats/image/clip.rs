@@ -72,13 +72,17 @@ pub struct ClipSpec {
     pub sampling: Sampling,
     /// Videos shorter than a clip.
     pub short: Short,
+    /// Frames from a clip's first to its last where per-array offsets say (else `len` frames
+    /// `step` apart).
+    pub reach: Option<usize>,
 }
 
 impl ClipSpec {
     /// Frames from a clip's first to its last, inclusive.
     pub fn span(&self) -> usize {
-        match self.sampling {
-            Sampling::Segments { .. } => self.len,
+        match (self.sampling, self.reach) {
+            (Sampling::Segments { .. }, _) => self.len,
+            (_, Some(reach)) => reach,
             _ => (self.len - 1) * self.step + 1,
         }
     }
@@ -104,19 +108,40 @@ impl ClipSpec {
         }
     }
 
-    /// The frames (positions in a video of `frames` frames) of clip `k` of that video, for
-    /// sample `key` in `epoch` of a reader seeded `seed`.
-    pub fn frames(&self, frames: usize, k: usize, seed: u64, epoch: u64, key: u64) -> Vec<usize> {
-        let span = self.span();
-        let last = frames.saturating_sub(1);
-        // Its own stream: a clip's start is drawn apart from its crop.
-        let mut draw = Draw::new(seed ^ 0x7C1B_5EED_0F5A_3A11, epoch, key);
-        let starts = frames.saturating_sub(span) + 1;
-        let start = match self.sampling {
-            Sampling::Random => draw.upto((starts - 1).min(u32::MAX as usize) as u32) as usize,
+    /// Its own stream: a clip's start is drawn apart from its crop.
+    fn draw(seed: u64, epoch: u64, key: u64) -> Draw {
+        Draw::new(seed ^ 0x7C1B_5EED_0F5A_3A11, epoch, key)
+    }
+
+    /// The first frame of clip `k` of a video of `frames` frames, for sample `key` in `epoch`
+    /// of a reader seeded `seed` (not for segments).
+    pub fn start(&self, frames: usize, k: usize, seed: u64, epoch: u64, key: u64) -> usize {
+        let starts = frames.saturating_sub(self.span()) + 1;
+        match self.sampling {
+            Sampling::Random => Self::draw(seed, epoch, key)
+                .upto((starts - 1).min(u32::MAX as usize) as u32)
+                as usize,
             Sampling::Uniform { clips } => ((2 * k + 1) * starts) / (2 * clips),
             Sampling::Windows { stride } => k * stride,
+            Sampling::Segments { .. } => 0,
+        }
+    }
+
+    /// The frames (positions in a video of `frames` frames) of clip `k` of that video, for
+    /// sample `key` in `epoch` of a reader seeded `seed`: `offsets` from its start (default:
+    /// `len` frames `step` apart), or for segments one frame of each; past the video's end,
+    /// its last frame.
+    pub fn frames(
+        &self,
+        frames: usize,
+        k: usize,
+        (seed, epoch, key): (u64, u64, u64),
+        offsets: Option<&[usize]>,
+    ) -> Vec<usize> {
+        let last = frames.saturating_sub(1);
+        let start = match self.sampling {
             Sampling::Segments { random } => {
+                let mut draw = Self::draw(seed, epoch, key);
                 return (0..self.len)
                     .map(|i| {
                         let a = i * frames / self.len;
@@ -130,56 +155,111 @@ impl ClipSpec {
                     })
                     .collect();
             }
+            _ => self.start(frames, k, seed, epoch, key),
         };
-        (0..self.len)
-            .map(|t| (start + t * self.step).min(last))
-            .collect()
+        match offsets {
+            Some(o) => o.iter().map(|&d| (start + d).min(last)).collect(),
+            None => (0..self.len)
+                .map(|t| (start + t * self.step).min(last))
+                .collect(),
+        }
     }
 }
 
-/// One video: its frames' rows in the frame index, its name and label.
+/// One video: its frames' place among the frames of the source, its name.
 #[derive(Debug, Clone)]
 pub struct Video {
-    /// Its name (the folder's path, or in an archive its folder's name).
+    /// Its name (the folder's path, in an archive its folder's name, an HDF5 row or episode).
     pub name: String,
-    /// Its first frame's row in the frame index.
+    /// Its first frame's number among the frames of the source.
     pub first: usize,
     /// Its frames.
     pub frames: usize,
 }
 
-/// Clips of videos whose frames are encoded images, as samples of one array, `frames`.
+/// One array of HDF5 clips: a dataset, its frames (rows, or along the second axis of each
+/// row), and which frames of a clip it holds.
+#[cfg(feature = "hdf5")]
+#[derive(Debug, Clone)]
+pub struct FrameKey {
+    /// The dataset's position in the file.
+    pub w: usize,
+    /// The array's name.
+    pub name: String,
+    /// Frames from the clip's start, where they are not the clip's own `len` frames `step`
+    /// apart.
+    pub offsets: Option<Vec<usize>>,
+    /// How its frames are numbered and read.
+    pub view: crate::formats::hdf5::FrameView,
+}
+
+/// Where the frames are.
+pub enum Frames {
+    /// Encoded images, one a frame: a clip's frames share one crop and flip.
+    Images(Arc<ImageIndex>),
+    /// Frames of HDF5 datasets read as stored: one array per dataset.
+    #[cfg(feature = "hdf5")]
+    Hdf5 {
+        /// The file.
+        file: Arc<crate::formats::hdf5::Hdf5File>,
+        /// The arrays a clip holds.
+        keys: Vec<FrameKey>,
+    },
+}
+
+/// Clips of videos as samples: of encoded frames one array, `frames`; of HDF5 datasets one
+/// array per dataset.
 pub struct ClipIndex {
-    frames: Arc<ImageIndex>,
+    frames: Frames,
     videos: Vec<Video>,
     /// Samples before each video (`videos.len() + 1` entries).
     starts: Vec<usize>,
     clip: ClipSpec,
+    /// How encoded frames are decoded (images only).
     spec: Arc<ImageSpec>,
-    /// A clip's frames' size, where frames are read at their own size.
+    /// A clip's frames' size, where encoded frames are read at their own size.
     fixed: Option<(u32, u32)>,
     seed: u64,
     skip: bool,
-    arrays: [ArraySpec; 1],
+    arrays: Vec<ArraySpec>,
     location: String,
     logs: Mutex<HashMap<u64, SkipLog>>,
     next_batch: AtomicU64,
     errors: ErrorLog,
 }
 
+fn element_dtype(element: Element) -> Result<DType> {
+    let descr = match element {
+        Element::U8 => "|u1",
+        Element::F32 => "<f4",
+        Element::F16 => "<f2",
+    };
+    DType::from_descr(Literal::Str(descr.into()))
+        .map_err(|e| Error::new(ErrorKind::Internal, "", format!("{e:?}")))
+}
+
 impl ClipIndex {
-    /// Clips of `videos`, whose frames are the samples of `frames` (decoded as its spec says;
-    /// where that spec keeps images whole, every frame must be `frame_size`, `(height,
-    /// width)`).
+    /// Clips of `videos`, cut as `clip` says, of `frames` (encoded frames kept whole must all
+    /// be `frame_size`, `(height, width)`). Crops and clip starts are drawn from `seed`;
+    /// `skip`: a clip whose frame does not decode is replaced (see the module).
     pub fn new(
-        frames: Arc<ImageIndex>,
+        frames: Frames,
         videos: Vec<Video>,
         clip: ClipSpec,
         frame_size: Option<(u32, u32)>,
         seed: u64,
         skip: bool,
     ) -> Result<ClipIndex> {
-        let location = frames.location.clone();
+        let (location, total) = match &frames {
+            Frames::Images(index) => (index.location.clone(), index.len()),
+            #[cfg(feature = "hdf5")]
+            Frames::Hdf5 { file, keys } => {
+                let total = keys
+                    .first()
+                    .map_or(0, |k| file.datasets()[k.w].shape()[0] * k.view.per_row);
+                (file.location(), total)
+            }
+        };
         if clip.len == 0 || clip.step == 0 {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
@@ -187,32 +267,46 @@ impl ClipIndex {
                 "clip_len and frame_step must be at least 1",
             ));
         }
-        let mut spec = frames.spec().clone();
-        let fixed = match spec.crop {
-            Crop::Full => {
-                let (h, w) = frame_size.ok_or_else(|| {
-                    Error::new(
-                        ErrorKind::Internal,
-                        location.clone(),
-                        "frames at their own size need the first frame's size",
-                    )
-                })?;
-                spec.size = (h, w);
-                Some((w, h))
-            }
-            _ => None,
+        let mut spec = match &frames {
+            Frames::Images(index) => index.spec().clone(),
+            #[cfg(feature = "hdf5")]
+            Frames::Hdf5 { .. } => ImageSpec {
+                size: (1, 1),
+                crop: Crop::Full,
+                flip: false,
+                layout: Layout::Nhwc,
+                mode: crate::codec::image::Mode::L,
+                element: Element::U8,
+                mean: Vec::new(),
+                std: Vec::new(),
+                exif_transpose: false,
+                draft: false,
+                limits: crate::codec::image::Limits::default(),
+            },
         };
+        let mut fixed = None;
+        if let (Frames::Images(_), Crop::Full) = (&frames, spec.crop) {
+            let (h, w) = frame_size.ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Internal,
+                    location.clone(),
+                    "frames at their own size need the first frame's size",
+                )
+            })?;
+            spec.size = (h, w);
+            fixed = Some((w, h));
+        }
         let mut starts = Vec::with_capacity(videos.len() + 1);
         starts.push(0usize);
+        let span = clip.span();
         for v in &videos {
-            if v.first + v.frames > frames.len() {
+            if v.first + v.frames > total {
                 return Err(Error::new(
                     ErrorKind::Internal,
                     location,
                     format!("video {} past the frames", v.name),
                 ));
             }
-            let span = clip.span();
             let refused = match clip.short {
                 Short::Skip => false,
                 Short::RepeatLast => v.frames == 0,
@@ -233,19 +327,33 @@ impl ClipIndex {
             let total = starts[starts.len() - 1] + clip.samples_of(v.frames);
             starts.push(total);
         }
-        let c = spec.mode.channels();
-        let (h, w) = (spec.size.0 as usize, spec.size.1 as usize);
-        let shape = match spec.layout {
-            Layout::Nhwc => vec![clip.len, h, w, c],
-            Layout::Nchw => vec![c, clip.len, h, w],
+        let arrays = match &frames {
+            Frames::Images(_) => {
+                let c = spec.mode.channels();
+                let (h, w) = (spec.size.0 as usize, spec.size.1 as usize);
+                let shape = match spec.layout {
+                    Layout::Nhwc => vec![clip.len, h, w, c],
+                    Layout::Nchw => vec![c, clip.len, h, w],
+                };
+                vec![ArraySpec::fixed(
+                    "frames",
+                    element_dtype(spec.element)?,
+                    shape,
+                )]
+            }
+            #[cfg(feature = "hdf5")]
+            Frames::Hdf5 { file, keys } => keys
+                .iter()
+                .map(|k| {
+                    let ds = &file.datasets()[k.w];
+                    let skip = if k.view.per_row > 1 { 2 } else { 1 };
+                    let t = k.offsets.as_ref().map_or(clip.len, Vec::len);
+                    let mut shape = vec![t];
+                    shape.extend_from_slice(&ds.shape()[skip..]);
+                    ArraySpec::fixed(k.name.clone(), ds.dtype().clone(), shape)
+                })
+                .collect(),
         };
-        let descr = match spec.element {
-            Element::U8 => "|u1",
-            Element::F32 => "<f4",
-            Element::F16 => "<f2",
-        };
-        let dtype = DType::from_descr(Literal::Str(descr.into()))
-            .map_err(|e| Error::new(ErrorKind::Internal, "", format!("{e:?}")))?;
         Ok(ClipIndex {
             frames,
             videos,
@@ -255,7 +363,7 @@ impl ClipIndex {
             fixed,
             seed,
             skip,
-            arrays: [ArraySpec::fixed("frames", dtype, shape)],
+            arrays,
             location,
             logs: Mutex::default(),
             next_batch: AtomicU64::new(0),
@@ -297,44 +405,95 @@ impl ClipIndex {
         (v, row - self.starts[v])
     }
 
-    /// The frame rows (in the frame index) sample `row` holds in `epoch`.
-    pub fn frame_rows(&self, row: usize, epoch: u64) -> Vec<usize> {
+    /// The offsets of array `a` from a clip's start (`None`: the clip's own frames).
+    fn offsets(&self, a: usize) -> Option<&[usize]> {
+        match &self.frames {
+            Frames::Images(_) => {
+                let _ = a;
+                None
+            }
+            #[cfg(feature = "hdf5")]
+            Frames::Hdf5 { keys, .. } => keys[a].offsets.as_deref(),
+        }
+    }
+
+    /// The frames (numbered among the source's frames) array `a` of sample `row` holds in
+    /// `epoch`.
+    pub fn frame_rows_of(&self, row: usize, epoch: u64, a: usize) -> Vec<usize> {
         let (v, k) = self.video_of(row);
         let video = &self.videos[v];
         self.clip
-            .frames(video.frames, k, self.seed, epoch, row as u64)
+            .frames(
+                video.frames,
+                k,
+                (self.seed, epoch, row as u64),
+                self.offsets(a),
+            )
             .into_iter()
             .map(|f| video.first + f)
             .collect()
     }
 
-    /// The frame names (files or members) sample `row` holds in `epoch`.
+    /// The frames (numbered among the source's frames) sample `row` holds in `epoch` (its
+    /// first array's).
+    pub fn frame_rows(&self, row: usize, epoch: u64) -> Vec<usize> {
+        self.frame_rows_of(row, epoch, 0)
+    }
+
+    /// The frame names (files or members) sample `row` holds in `epoch`; of HDF5 frames, the
+    /// dataset and position.
     pub fn frame_names(&self, row: usize, epoch: u64) -> Vec<String> {
-        let names = self.frames.names();
-        self.frame_rows(row, epoch)
-            .into_iter()
-            .map(|r| names[r].clone())
-            .collect()
+        let rows = self.frame_rows(row, epoch);
+        match &self.frames {
+            Frames::Images(index) => rows.into_iter().map(|r| index.names()[r].clone()).collect(),
+            #[cfg(feature = "hdf5")]
+            Frames::Hdf5 { keys, .. } => {
+                let k = &keys[0];
+                let per = k.view.per_row;
+                rows.into_iter()
+                    .map(|f| {
+                        if per > 1 {
+                            format!("{}[{}, {}]", k.name, f / per, f % per)
+                        } else {
+                            format!("{}[{f}]", k.name)
+                        }
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    fn images(&self) -> Result<&Arc<ImageIndex>> {
+        match &self.frames {
+            Frames::Images(index) => Ok(index),
+            #[cfg(feature = "hdf5")]
+            Frames::Hdf5 { .. } => Err(Error::new(
+                ErrorKind::Unsupported,
+                self.location.clone(),
+                "frames of HDF5 datasets are not cropped",
+            )),
+        }
     }
 
     /// `(top, left, height, width, flipped)` of the crop every frame of sample `row` gets in
     /// `epoch`, in the frames' pixels.
     pub fn crop(&self, row: usize, epoch: u64) -> Result<(crate::codec::image::Region, bool)> {
+        let index = self.images()?;
         let first = self.frame_rows(row, epoch)[0];
-        let data = self.frames.encoded(first)?;
+        let data = index.encoded(first)?;
         let mut draw = Draw::new(self.seed, epoch, row as u64);
         crate::codec::image::geometry::crop_of(&data, &self.spec, &mut draw).map_err(|e| {
-            self.frames.locate(
+            index.locate(
                 Tag::new(0, first as u64),
                 Error::new(ErrorKind::Decode, "", e.to_string()),
             )
         })
     }
 
-    /// The reads of sample `row`'s frames into output 0 from byte `base`, as `step` decodes
-    /// them.
+    /// The reads of sample `row`'s encoded frames into output 0 from byte `base`.
     fn clip_extents(
         &self,
+        index: &ImageIndex,
         row: usize,
         epoch: u64,
         base: usize,
@@ -355,10 +514,9 @@ impl ClipIndex {
         let mut out = Vec::with_capacity(rows.len());
         for (t, &fr) in rows.iter().enumerate() {
             let tag = Tag::new(0, fr as u64);
-            let mut extent = self
-                .frames
+            let mut extent = index
                 .extent(fr, Arc::clone(&step), base + t * frame, None)
-                .map_err(|e| self.frames.locate(tag, e))?;
+                .map_err(|e| index.locate(tag, e))?;
             if self.spec.layout == Layout::Nchw {
                 // Each channel plane of the frame to its place in (C, T, H, W).
                 let pieces = (0..self.spec.mode.channels())
@@ -377,20 +535,26 @@ impl ClipIndex {
 
     /// Decodes sample `row` alone into `out` (one clip's bytes): `Ok(false)` if a frame of it
     /// does not decode.
-    fn decode_one(&self, row: usize, epoch: u64, out: &mut [u8]) -> Result<bool> {
+    fn decode_one(
+        &self,
+        index: &ImageIndex,
+        row: usize,
+        epoch: u64,
+        out: &mut [u8],
+    ) -> Result<bool> {
         let log: SkipLog = Arc::default();
         let (extents, tags): (Vec<Extent>, Vec<Tag>) = self
-            .clip_extents(row, epoch, 0, Some(&log))?
+            .clip_extents(index, row, epoch, 0, Some(&log))?
             .into_iter()
             .unzip();
         crate::batch::run_extents(
-            self.frames.source_of(),
+            index.source_of(),
             &extents,
             &mut [out],
-            self.faults(),
+            index.faults(),
             Work::new(extents.len(), 0),
             None,
-            |i, e| self.frames.locate(tags[i], e),
+            |i, e| index.locate(tags[i], e),
         )?;
         let failed = log.lock().unwrap_or_else(|p| p.into_inner()).pop();
         if let Some((_, why)) = failed {
@@ -401,6 +565,38 @@ impl ClipIndex {
             return Ok(false);
         }
         Ok(true)
+    }
+
+    fn plan_images(&self, index: &ImageIndex, rows: &Rows, plan: &mut Plan) -> Result<()> {
+        let n = self.arrays[0].sample_bytes();
+        let log = self.skip.then(|| {
+            let id = self.next_batch.fetch_add(1, Ordering::Relaxed);
+            let log = SkipLog::default();
+            self.logs
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(id, log.clone());
+            plan.after.push(After::Fill {
+                out: 0,
+                tag: Tag::new(0, id),
+            });
+            log
+        });
+        if let ImageBytes::Zip { zip, members } = &index.bytes {
+            let picked: Vec<usize> = rows
+                .as_slice()
+                .iter()
+                .flat_map(|&r| self.frame_rows(r, rows.epoch()))
+                .map(|fr| members[fr])
+                .collect();
+            zip.prelocate(&picked, 0);
+        }
+        for (k, &row) in rows.as_slice().iter().enumerate() {
+            for (extent, tag) in self.clip_extents(index, row, rows.epoch(), k * n, log.as_ref())? {
+                plan.push(extent, tag);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -418,62 +614,98 @@ impl Index for ClipIndex {
     }
 
     fn faults(&self) -> Faults {
-        self.frames.faults()
+        match &self.frames {
+            Frames::Images(index) => index.faults(),
+            #[cfg(feature = "hdf5")]
+            Frames::Hdf5 { file, .. } => file.faults(),
+        }
     }
 
     fn files(&self) -> &dyn Files {
-        self.frames.source_of()
+        match &self.frames {
+            Frames::Images(index) => index.source_of(),
+            #[cfg(feature = "hdf5")]
+            Frames::Hdf5 { file, .. } => file.files(),
+        }
     }
 
-    fn work(&self, rows: usize, _arrays: &[usize]) -> Work {
-        let frames = rows.saturating_mul(self.clip.len);
-        Work::new(frames, (frames as u64).saturating_mul(1 << 18))
+    fn work(&self, rows: usize, arrays: &[usize]) -> Work {
+        match &self.frames {
+            Frames::Images(_) => {
+                let _ = arrays;
+                let frames = rows.saturating_mul(self.clip.len);
+                Work::new(frames, (frames as u64).saturating_mul(1 << 18))
+            }
+            #[cfg(feature = "hdf5")]
+            Frames::Hdf5 { file, keys } => {
+                let per_clip: u64 = arrays
+                    .iter()
+                    .map(|&a| self.arrays[a].sample_bytes() as u64)
+                    .sum();
+                let which: Vec<usize> = arrays.iter().map(|&a| keys[a].w).collect();
+                let theirs = file.work(rows, &which);
+                Work::new(
+                    rows.saturating_mul(self.clip.len).max(theirs.units),
+                    (rows as u64).saturating_mul(per_clip).max(theirs.bytes),
+                )
+            }
+        }
     }
 
     fn threads(&self) -> Option<usize> {
-        self.frames.threads
+        match &self.frames {
+            Frames::Images(index) => index.threads,
+            #[cfg(feature = "hdf5")]
+            Frames::Hdf5 { file, .. } => file.threads(),
+        }
     }
 
-    fn plan(&self, rows: &Rows, _arrays: &[usize], plan: &mut Plan) -> Result<()> {
-        let n = self.arrays[0].sample_bytes();
-        let log = self.skip.then(|| {
-            let id = self.next_batch.fetch_add(1, Ordering::Relaxed);
-            let log = SkipLog::default();
-            self.logs
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(id, log.clone());
-            plan.after.push(After::Fill {
-                out: 0,
-                tag: Tag::new(0, id),
-            });
-            log
-        });
-        if let ImageBytes::Zip { zip, members } = &self.frames.bytes {
-            let picked: Vec<usize> = rows
-                .as_slice()
-                .iter()
-                .flat_map(|&r| self.frame_rows(r, rows.epoch()))
-                .map(|fr| members[fr])
-                .collect();
-            zip.prelocate(&picked, 0);
-        }
-        for (k, &row) in rows.as_slice().iter().enumerate() {
-            for (extent, tag) in self.clip_extents(row, rows.epoch(), k * n, log.as_ref())? {
-                plan.push(extent, tag);
+    fn plan(&self, rows: &Rows, arrays: &[usize], plan: &mut Plan) -> Result<()> {
+        match &self.frames {
+            Frames::Images(index) => {
+                let _ = arrays;
+                self.plan_images(index, rows, plan)
+            }
+            #[cfg(feature = "hdf5")]
+            Frames::Hdf5 { file, keys } => {
+                for (slot, &a) in arrays.iter().enumerate() {
+                    let key = &keys[a];
+                    let frames: Vec<usize> = rows
+                        .as_slice()
+                        .iter()
+                        .flat_map(|&r| self.frame_rows_of(r, rows.epoch(), a))
+                        .collect();
+                    file.plan_frames(key.w, slot, &frames, &key.view, plan)?;
+                }
+                Ok(())
             }
         }
-        Ok(())
     }
 
-    /// The frame (`tag.at`, its row in the frame index): its file, or archive and member.
+    /// The frame (`tag.at`, its number among the frames): its file, or archive and member;
+    /// of HDF5 frames, the dataset and chunk.
     fn locate(&self, tag: Tag, error: Error) -> Error {
-        self.frames.locate(tag, error)
+        match &self.frames {
+            Frames::Images(index) => index.locate(tag, error),
+            #[cfg(feature = "hdf5")]
+            Frames::Hdf5 { file, .. } => file.locate(tag, error),
+        }
+    }
+
+    /// HDF5 chunks of several frames are kept as the file keeps them.
+    fn keep(&self, key: Tag, bytes: Arc<[u8]>) {
+        #[cfg(feature = "hdf5")]
+        if let Frames::Hdf5 { file, .. } = &self.frames {
+            file.keep(key, bytes);
+        }
+        #[cfg(not(feature = "hdf5"))]
+        let _ = (key, bytes);
     }
 
     /// Replaces the clips of batch `tag.at` that did not decode: each by the next sample in
     /// index order that does.
     fn fill(&self, rows: &Rows, tag: Tag, out: &mut [u8]) -> Result<()> {
+        let index = self.images()?;
         let log = self
             .logs
             .lock()
@@ -504,7 +736,7 @@ impl Index for ClipIndex {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .contains_key(&(other as u64));
-                if !known_bad && self.decode_one(other, rows.epoch(), slot)? {
+                if !known_bad && self.decode_one(index, other, rows.epoch(), slot)? {
                     done = true;
                     break;
                 }

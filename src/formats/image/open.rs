@@ -250,6 +250,26 @@ fn hdf5_labels(
     count: usize,
     threads: Option<usize>,
 ) -> Result<Vec<i64>> {
+    let at = format!("{}:{name}", source.name());
+    let labels = hdf5_integers(source, name, "labels", threads)?;
+    if labels.len() != count {
+        return Err(invalid(
+            at,
+            format!("{} labels for {count} images", labels.len()),
+        ));
+    }
+    Ok(labels)
+}
+
+/// The one-dimensional integer dataset `name` of `source` (`what` it holds, for errors), as
+/// int64.
+#[cfg(feature = "hdf5")]
+pub(super) fn hdf5_integers(
+    source: Arc<dyn Source>,
+    name: &str,
+    what: &str,
+    threads: Option<usize>,
+) -> Result<Vec<i64>> {
     use crate::batch::Index;
     use crate::dtype::literal::Literal;
     use crate::formats::hdf5::{Hdf5File, Selection};
@@ -267,17 +287,12 @@ fn hdf5_labels(
         return Err(invalid(
             at,
             format!(
-                "labels must be one integer a row, not {descr} x {:?}",
+                "{what} must be one integer a row, not {descr} x {:?}",
                 spec.shape
             ),
         ));
     }
-    if file.len() != count {
-        return Err(invalid(
-            at,
-            format!("{} labels for {count} images", file.len()),
-        ));
-    }
+    let count = file.len();
     let item = spec.dtype.itemsize();
     let mut raw = vec![0u8; count * item];
     let rows = crate::batch::Rows::resolve(&(0..count as i64).collect::<Vec<_>>(), count, &at)?;
@@ -302,7 +317,7 @@ fn hdf5_labels(
                 return Err(invalid(
                     at.clone(),
                     format!(
-                        "label {k} is {}, over int64's range",
+                        "{what}[{k}] is {}, over int64's range",
                         u64::from_le_bytes(le)
                     ),
                 ));

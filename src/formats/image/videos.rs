@@ -15,7 +15,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::clip::{ClipIndex, ClipSpec, Video};
+use super::clip::{ClipIndex, ClipSpec, Frames, Video};
 use super::open::{ImageOptions, Labels};
 use super::tree::{is_image, sort_key};
 use super::{ImageBytes, ImageIndex};
@@ -35,6 +35,80 @@ pub struct ClipOptions {
     pub clip: ClipSpec,
     /// An mmaction list file naming the videos (in its order), else every video folder.
     pub list: Option<PathBuf>,
+    /// Of an HDF5 file: the datasets read (`None`: every dataset of the common length but
+    /// the labels and episodes).
+    pub datasets: Option<Vec<String>>,
+    /// Of an HDF5 file: where the time axis's episodes end (`None`: each row is a video,
+    /// its frames along the second axis).
+    pub episodes: Option<Episodes>,
+    /// Of an HDF5 file: frames of a dataset relative to a clip's anchor (LeRobot's
+    /// `delta_timestamps` in frames), by dataset.
+    pub offsets: Vec<(String, Vec<i64>)>,
+    /// Of an HDF5 file: the decoded-chunk budget.
+    pub cache_bytes: usize,
+}
+
+/// The episodes of a time axis: each episode's end (exclusive, increasing, the last the
+/// axis's length) or each one's length (summing to the axis's length).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Episodes {
+    /// An integer dataset of the file holding them.
+    Dataset(String),
+    /// The values themselves.
+    Values(Vec<i64>),
+}
+
+/// `(first frame, frames)` of each episode of a time axis of `total` frames, from `values`:
+/// episode ends when they never decrease and the last is `total`, else lengths summing to
+/// `total`; anything else is refused, saying why.
+pub fn episodes_of(values: &[i64], total: usize, at: &str) -> Result<Vec<(usize, usize)>> {
+    let bad = |why: String| Error::new(ErrorKind::InvalidArgument, at, why);
+    if values.is_empty() {
+        return Err(bad("no episodes".into()));
+    }
+    if let Some(k) = values.iter().position(|&v| v < 0) {
+        return Err(bad(format!("episodes[{k}] is {}, below 0", values[k])));
+    }
+    let total_i = total as i64;
+    let increasing = values.windows(2).all(|w| w[0] <= w[1]);
+    if increasing && values[values.len() - 1] == total_i {
+        let mut out = Vec::with_capacity(values.len());
+        let mut at = 0usize;
+        for &end in values {
+            out.push((at, end as usize - at));
+            at = end as usize;
+        }
+        return Ok(out);
+    }
+    let sum = values.iter().try_fold(0i64, |a, &v| a.checked_add(v));
+    if sum == Some(total_i) {
+        let mut out = Vec::with_capacity(values.len());
+        let mut at = 0usize;
+        for &len in values {
+            out.push((at, len as usize));
+            at += len as usize;
+        }
+        return Ok(out);
+    }
+    let last = values[values.len() - 1];
+    let why = if let Some(k) = values.windows(2).position(|w| w[0] > w[1]) {
+        format!(
+            "episode ends must increase, but episodes[{}] = {} follows {} (nor do they sum to \
+             the {total} frames as lengths would)",
+            k + 1,
+            values[k + 1],
+            values[k]
+        )
+    } else if last > total_i {
+        format!("the last episode ends at {last}, past the data's {total} frames")
+    } else {
+        format!(
+            "the episodes end at {last}, before the data's {total} frames do (as lengths they \
+             sum to {})",
+            sum.map_or("more than int64 holds".to_string(), |s| s.to_string())
+        )
+    };
+    Err(bad(why))
 }
 
 /// A source's clips: the index, each sample's name (its video's) and label.
@@ -550,6 +624,229 @@ pub fn from_zip(zip: Arc<ZipIndex>, options: &ClipOptions, shard: bool) -> Resul
     finish(bytes, frame_names, found, classes, label_source, options)
 }
 
+/// The clips of an HDF5 file: each row of its datasets a video (frames along the second axis,
+/// the seed's `(N, T, ...)`), or, with `episodes`, episodes of one time axis `(T, ...)`.
+/// Several datasets read as one clip, each with its frames' offsets.
+#[cfg(feature = "hdf5")]
+pub fn from_hdf5(source: Arc<dyn Source>, options: &ClipOptions) -> Result<ClipSet> {
+    use super::clip::FrameKey;
+    use crate::formats::hdf5::{Hdf5File, Selection};
+    let at = source.name().to_string();
+    let images = &options.images;
+    let invalid = |msg: String| Error::new(ErrorKind::InvalidArgument, at.clone(), msg);
+    if images.members != Members::All {
+        return Err(invalid(
+            "members= selects ZIP members; an HDF5 file has none".into(),
+        ));
+    }
+    if options.list.is_some() {
+        return Err(invalid(
+            "videos= names a list of frame folders; an HDF5 file's videos are its rows or \
+             episodes"
+                .into(),
+        ));
+    }
+    let strip = |n: &str| n.trim_start_matches('/').to_string();
+    let label_name = match &images.labels {
+        Labels::Named(n) => Some(strip(n)),
+        _ => None,
+    };
+    let episodes_name = match &options.episodes {
+        Some(Episodes::Dataset(n)) => Some(strip(n)),
+        _ => None,
+    };
+    let other = |n: &str| Some(strip(n)) == label_name || Some(strip(n)) == episodes_name;
+    let selection = match &options.datasets {
+        Some(names) => {
+            let wanted: Vec<String> = names.iter().filter(|n| !other(n)).cloned().collect();
+            if wanted.is_empty() {
+                return Err(invalid("arrays= names no dataset of frames".into()));
+            }
+            Selection::Names(wanted)
+        }
+        None => Selection::All,
+    };
+    let file = Arc::new(Hdf5File::open(
+        Arc::clone(&source),
+        selection,
+        options.cache_bytes,
+        images.threads,
+    )?);
+    let chosen: Vec<usize> = (0..file.datasets().len())
+        .filter(|&w| !other(file.datasets()[w].name()))
+        .collect();
+    if chosen.is_empty() {
+        return Err(invalid(
+            "no dataset of frames (name them with arrays=)".into(),
+        ));
+    }
+    let sequences = options.episodes.is_none();
+    let per_row = if sequences {
+        let shapes: Vec<(&str, &[usize])> = chosen
+            .iter()
+            .map(|&w| (file.datasets()[w].name(), file.datasets()[w].shape()))
+            .collect();
+        let Some(&(first, shape)) = shapes.first() else {
+            return Err(invalid("no dataset of frames".into()));
+        };
+        if shape.len() < 2 {
+            return Err(invalid(format!(
+                "{first} of shape {shape:?} holds no frames along a second axis; a time axis \
+                 needs episodes= (its episode ends or lengths)"
+            )));
+        }
+        if let Some((name, s)) = shapes.iter().find(|(_, s)| s.len() < 2 || s[1] != shape[1]) {
+            return Err(Error::new(
+                ErrorKind::Inconsistent,
+                at.clone(),
+                format!(
+                    "{name} of shape {s:?} does not hold {} frames a row as {first} does",
+                    shape[1]
+                ),
+            ));
+        }
+        shape[1]
+    } else {
+        1
+    };
+    let total = file.datasets()[chosen[0]].shape()[0] * per_row;
+    // Per-dataset offsets: every dataset's frames from the earliest any takes.
+    let clip = options.clip;
+    let default: Vec<i64> = (0..clip.len).map(|t| (t * clip.step) as i64).collect();
+    let given = |name: &str| {
+        options
+            .offsets
+            .iter()
+            .find(|(n, _)| strip(n) == strip(name))
+            .map(|(_, o)| o.clone())
+    };
+    for (name, o) in &options.offsets {
+        if !chosen
+            .iter()
+            .any(|&w| strip(file.datasets()[w].name()) == strip(name))
+        {
+            return Err(Error::new(
+                ErrorKind::Key,
+                at.clone(),
+                format!("offsets= names {name:?}, which is not a dataset read"),
+            ));
+        }
+        if o.is_empty() {
+            return Err(invalid(format!("offsets of {name:?} are empty")));
+        }
+    }
+    let own: Vec<Vec<i64>> = chosen
+        .iter()
+        .map(|&w| given(file.datasets()[w].name()).unwrap_or_else(|| default.clone()))
+        .collect();
+    let mut clip = clip;
+    let shifted: Option<Vec<Vec<usize>>> = if options.offsets.is_empty() {
+        None
+    } else {
+        if matches!(clip.sampling, super::clip::Sampling::Segments { .. }) {
+            return Err(invalid(
+                "offsets= and sampling='segments' do not go together".into(),
+            ));
+        }
+        let low = own.iter().flatten().copied().min().unwrap_or(0);
+        let high = own.iter().flatten().copied().max().unwrap_or(0);
+        clip.reach = Some((high - low) as usize + 1);
+        Some(
+            own.iter()
+                .map(|o| o.iter().map(|&d| (d - low) as usize).collect())
+                .collect(),
+        )
+    };
+    let keys = chosen
+        .iter()
+        .enumerate()
+        .map(|(j, &w)| {
+            Ok(FrameKey {
+                w,
+                name: strip(file.datasets()[w].name()),
+                offsets: shifted.as_ref().map(|s| s[j].clone()),
+                view: file.frame_view(w, per_row)?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let first_name = keys[0].name.clone();
+    let videos: Vec<Video> = if sequences {
+        (0..total / per_row.max(1))
+            .map(|n| Video {
+                name: format!("{at}:{first_name}[{n}]"),
+                first: n * per_row,
+                frames: per_row,
+            })
+            .collect()
+    } else {
+        let values = match &options.episodes {
+            Some(Episodes::Values(v)) => v.clone(),
+            Some(Episodes::Dataset(name)) => {
+                super::open::hdf5_integers(Arc::clone(&source), name, "episodes", images.threads)?
+            }
+            None => unreachable!("a time axis has episodes"),
+        };
+        let where_ = match &options.episodes {
+            Some(Episodes::Dataset(name)) => format!("{at}:{}", strip(name)),
+            _ => format!("{at} (episodes=)"),
+        };
+        episodes_of(&values, total, &where_)?
+            .into_iter()
+            .enumerate()
+            .map(|(k, (first, frames))| Video {
+                name: format!("{at}:episode {k}"),
+                first,
+                frames,
+            })
+            .collect()
+    };
+    let (labels, label_source) = match &label_name {
+        Some(name) => {
+            let values =
+                super::open::hdf5_integers(Arc::clone(&source), name, "labels", images.threads)?;
+            if values.len() != videos.len() {
+                return Err(Error::new(
+                    ErrorKind::Inconsistent,
+                    format!("{at}:{name}"),
+                    format!(
+                        "{} labels for {} {}",
+                        values.len(),
+                        videos.len(),
+                        if sequences { "rows" } else { "episodes" }
+                    ),
+                ));
+            }
+            (Some(values), Some(format!("hdf5:{name}")))
+        }
+        None => (None, None),
+    };
+    let index = ClipIndex::new(
+        Frames::Hdf5 { file, keys },
+        videos.clone(),
+        clip,
+        None,
+        images.seed,
+        false,
+    )?;
+    let mut names = Vec::new();
+    let mut sample_labels = Vec::new();
+    for (v, video) in videos.iter().enumerate() {
+        for _ in 0..index.samples_in(v) {
+            names.push(OsString::from(&video.name));
+            if let Some(l) = &labels {
+                sample_labels.push(l[v]);
+            }
+        }
+    }
+    Ok(ClipSet {
+        index: Arc::new(index),
+        names,
+        labels: labels.map(|_| sample_labels),
+        classes: None,
+        label_source,
+    })
+}
+
 /// The longest folder path every one of `dirs` lies in (`""` for none).
 fn common_folder(dirs: &[&str]) -> String {
     let split: Vec<Vec<&str>> = dirs.iter().map(|d| d.split('/').collect()).collect();
@@ -616,7 +913,14 @@ fn finish<T>(
         _ => None,
     };
     let skip = images.skip;
-    let index = ClipIndex::new(frames, videos, options.clip, frame_size, images.seed, skip)?;
+    let index = ClipIndex::new(
+        Frames::Images(frames),
+        videos,
+        options.clip,
+        frame_size,
+        images.seed,
+        skip,
+    )?;
     let mut names = Vec::new();
     let mut sample_labels = Vec::new();
     let keep_labels = images.labels != Labels::Off;
@@ -679,6 +983,27 @@ mod tests {
         );
         let mixed: Vec<&[u8]> = vec![b"a1.jpg", b"b7.jpg", b"c9.jpg"];
         assert!(check_numbering("v", &mixed).is_ok());
+    }
+
+    #[test]
+    fn episodes_are_ends_or_lengths() {
+        assert_eq!(
+            episodes_of(&[3, 5, 9], 9, "x").unwrap(),
+            [(0, 3), (3, 2), (5, 4)]
+        );
+        assert_eq!(
+            episodes_of(&[3, 2, 4], 9, "x").unwrap(),
+            [(0, 3), (3, 2), (5, 4)]
+        );
+        assert_eq!(episodes_of(&[9], 9, "x").unwrap(), [(0, 9)]);
+        let e = episodes_of(&[3, 7, 5], 9, "x").unwrap_err();
+        assert!(e.message().contains("must increase"), "{e}");
+        let e = episodes_of(&[3, 5, 12], 9, "x").unwrap_err();
+        assert!(e.message().contains("past the data"), "{e}");
+        let e = episodes_of(&[3, 5], 9, "x").unwrap_err();
+        assert!(e.message().contains("before the data"), "{e}");
+        assert!(episodes_of(&[-1, 9], 9, "x").is_err());
+        assert!(episodes_of(&[], 9, "x").is_err());
     }
 
     #[test]
