@@ -125,10 +125,10 @@ class ClipReader(ArrayReader):
     is replaced by the next one (in index order, wrapping around) that decodes, recorded in
     :attr:`errors`.
 
-    >>> r = ClipReader("frames/", clip_len=16, frame_step=2,
-    ...                decode=packread.ImageDecode(112, crop="random", flip=True))
-    >>> r.batch([0, 1], epoch=3)["frames"].shape
-    (2, 16, 112, 112, 3)
+    >>> r = ClipReader("frames/", clip_len=4, frame_step=2,
+    ...                decode=packread.ImageDecode(16, crop="random", flip=True))
+    >>> r.batch([0, 1], epoch=3).shape  # no labels: the frames alone
+    (2, 4, 16, 16, 3)
     """
 
     format = "clips"
@@ -339,32 +339,55 @@ class ClipReader(ArrayReader):
         """``(name, frames)`` of every video, in order (with ``short="skip"``, also those
         left out).
 
-        >>> ClipReader("frames/", clip_len=8).videos[:1]
-        [('frames/v_000', 100)]
+        >>> ClipReader("frames/", clip_len=8).videos
+        [('frames/v_000', 8), ('frames/v_001', 10), ('frames/v_002', 12)]
         """
         inner = self._one_source("videos")
         return [(name, frames) for name, frames, _ in inner.videos()]
+
+    def video_frames(self, v: int) -> list[str]:
+        """Every frame of video ``v`` (its position in :attr:`videos`), in order: files, or
+        ``archive:member``; of HDF5 frames ``dataset[row, t]`` or ``dataset[t]``.
+
+        >>> ClipReader("frames/", clip_len=8).video_frames(0)[:2]
+        ['frames/v_000/img_00001.jpg', 'frames/v_000/img_00002.jpg']
+        """
+        inner = self._one_source("video_frames()")
+        n = len(inner.videos())
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not -n <= v < n:
+            raise IndexError(f"{self._describe()}: video {v!r} of {n}")
+        return list(inner.video_frames(int(v) % n))
 
     def frames(self, i: int, epoch: int = 0) -> list[str]:
         """The frames (files, or ``archive:member``) sample ``i`` holds in ``epoch``, in
         clip order.
 
         >>> ClipReader("frames/", clip_len=2, sampling="uniform").frames(0)
-        ['frames/v_000/img_00050.jpg', 'frames/v_000/img_00051.jpg']
+        ['frames/v_000/img_00004.jpg', 'frames/v_000/img_00005.jpg']
         """
         inner = self._one_source("frames()")
         return list(inner.frames(self._sample(i), int(epoch))[2])
 
     def frame_positions(self, i: int, epoch: int = 0) -> tuple[int, list[int]]:
         """``(video, positions)``: the video sample ``i`` is cut from (its position in
-        :attr:`videos`) and its frames' positions in that video, in ``epoch``."""
+        :attr:`videos`) and its frames' positions in that video, in ``epoch``.
+
+        >>> ClipReader("frames/", clip_len=3, sampling="windows", stride=4).frame_positions(2)
+        (1, [0, 1, 2])
+        """
         inner = self._one_source("frame_positions()")
         video, positions, _ = inner.frames(self._sample(i), int(epoch))
         return int(video), [int(p) for p in positions]
 
     def crop_params(self, i: int, epoch: int = 0) -> tuple[int, int, int, int, bool]:
         """``(top, left, height, width, flipped)`` of the crop every frame of sample ``i``
-        gets in ``epoch``, in its pixels (as :meth:`ImageReader.crop_params`)."""
+        gets in ``epoch``, in its pixels (as :meth:`ImageReader.crop_params`).
+
+        >>> decode = packread.ImageDecode(16, crop="random", flip=True)
+        >>> top, left, h, w, flipped = ClipReader("frames/", 4, decode=decode).crop_params(0)
+        >>> 0 < h <= 24 and 0 < w <= 32
+        True
+        """
         inner = self._one_source("crop_params()")
         return tuple(inner.crop(self._sample(i), int(epoch)))  # type: ignore[return-value]
 

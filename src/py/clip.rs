@@ -122,6 +122,14 @@ impl ClipFile {
             .collect()
     }
 
+    /// The names of every frame of video `v`, in order.
+    fn video_frames(&self, py: Python<'_>, v: usize) -> PyResult<Vec<String>> {
+        if v >= self.index.videos().len() {
+            return Err(invalid_argument(py, format!("no video {v}")));
+        }
+        Ok(self.index.video_frame_names(v))
+    }
+
     /// `(video, frame positions, frame names)` of sample `index` in `epoch`.
     fn frames(
         &self,

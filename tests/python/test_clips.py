@@ -554,3 +554,105 @@ def test_open_dispatches_on_clip_len(tree, tmp_path):
         packread.open(root, clip_len=2, decode=packread.ImageDecode(8)), packread.ClipReader
     )
     shutil.rmtree(str(tmp_path), ignore_errors=True)
+
+
+# -- inspect and convert -------------------------------------------------------------------
+
+
+def test_inspect_reports_videos_frames_and_sizes(tree, tmp_path):
+    from packread.cli.inspect import inspect
+
+    root, paths = tree
+    report = inspect(root, clips=True)
+    assert report.format == "frame-folder"
+    c = report.clips
+    counts = sorted(len(v) for v in paths.values())
+    assert c.videos == len(paths)
+    assert c.frames == sum(counts)
+    assert c.frames_per_video == {
+        "min": counts[0],
+        "median": int(np.median(counts)),
+        "max": counts[-1],
+    }
+    assert c.width == {"min": 56, "median": 64, "max": 70}
+    assert c.formats == {"JPEG": 21, "PNG": 3}  # three frames a video, one video of PNGs
+    assert c.classes == 3
+    assert c.per_class == {"climb": 3, "jump": 2, "walk": 3}
+    assert "frame-sizes" in [a.code for a in report.advice]
+    text = report.render()
+    assert f"{sum(counts):,} frames in 8 videos" in text
+    assert "frames per video: min 3" in text
+    # A video of frames of two sizes is named.
+    odd = os.path.join(root, "..", "odd")
+    shutil.copytree(root, odd)
+    last = sorted(os.listdir(os.path.join(odd, "jump", "v_e")), key=natural)[-1]
+    with open(os.path.join(odd, "jump", "v_e", last), "wb") as f:
+        Image.fromarray(pan(PHOTOS[0], 1, (20, 20))[0]).save(f, "JPEG")
+    codes = {a.code: a for a in inspect(odd, clips=True).advice}
+    assert "jump/v_e" in codes["mixed-frame-sizes"].message
+
+
+def test_inspect_says_whether_hdf5_chunks_fit_a_clip(tmp_path):
+    from packread.cli.inspect import inspect
+
+    data = seed_frames(6, 8, 16)
+    good, auto = str(tmp_path / "good.h5"), str(tmp_path / "auto.h5")
+    with h5py.File(good, "w") as f:
+        f.create_dataset("data", data=data, chunks=(1, 8, 16, 16), compression="lzf")
+    with h5py.File(auto, "w") as f:
+        f.create_dataset("data", data=data, chunks=(3, 4, 16, 16), compression="lzf")
+    assert "clip-chunks" not in [a.code for a in inspect(good, clips=True).advice]
+    advice = {a.code: a for a in inspect(auto, clips=True).advice}
+    assert "a chunk holds 3 rows" in advice["clip-chunks"].message
+    assert "chunks=(1, 8, 16, 16)" in advice["clip-chunks"].message
+
+
+def test_convert_packs_a_frame_tree_into_a_zip_clips_read(same_size_tree, tmp_path):
+    from packread.cli.convert import convert
+
+    root, _ = same_size_tree
+    dst = str(tmp_path / "frames.zip")
+    result = convert(root, dst, progress=False, verify=True)
+    assert result.samples == sum(len(v) for v in same_size_tree[1].values())
+    kw = {"frame_step": 2, "decode": packread.ImageDecode(16, crop="random"), "augment_seed": 2}
+    a = packread.ClipReader(dst, 3, **kw).batch(range(6), epoch=4)
+    b = packread.ClipReader(root, 3, **kw).batch(range(6), epoch=4)
+    assert np.array_equal(a["frames"], b["frames"])
+    assert np.array_equal(a["labels"], b["labels"])
+
+
+# -- torch -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_pack_dataset_yields_each_epochs_own_clips(same_size_tree, workers):
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    from packread.torch import PackDataset, PackMapDataset
+
+    root, _ = same_size_tree
+    decode = packread.ImageDecode(16, crop="random", flip=True)
+    reader = packread.ClipReader(root, 3, frame_step=2, decode=decode, augment_seed=4)
+    ds = PackDataset(reader, 2, seed=1)
+    loader = DataLoader(ds, batch_size=None, num_workers=workers, persistent_workers=workers > 0)
+    seen = {}
+    for epoch in (0, 1):
+        ds.set_epoch(epoch)
+        order = ds.rank_indices(epoch)
+        batches = list(loader)
+        assert len(batches) == len(ds)
+        for j, batch in enumerate(batches):
+            idx = order[j * 2 : (j + 1) * 2]
+            assert set(batch) == {"frames", "labels"}
+            want = reader.batch(idx, epoch=epoch)
+            assert np.array_equal(batch["frames"].numpy(), want["frames"])
+            assert batch["labels"].tolist() == want["labels"].tolist()
+            for k, i in enumerate(idx.tolist()):
+                seen.setdefault(i, []).append(batch["frames"][k])
+    # A clip (its start, crop and flip) changes from one epoch to the next.
+    assert any(not torch.equal(a, b) for a, b in seen.values())
+    m = PackMapDataset(reader)
+    m.set_epoch(1)
+    one = m[3]
+    assert np.array_equal(one["frames"].numpy(), reader.batch([3], epoch=1)["frames"][0])

@@ -37,6 +37,7 @@ MODULES = [
     "packread._npz",
     "packread._zip",
     "packread._image",
+    "packread._clip",
     "packread._open",
     "packread.errors",
     "packread.torch",
@@ -136,6 +137,13 @@ def example_files(tmp_path_factory):
             Image.fromarray(images[i].transpose(1, 2, 0)).save(buf, "PNG")
             z.writestr(f"{i:02d}.png", buf.getvalue())
         z.writestr("dataset.json", json.dumps({"labels": {f"{i:02d}.png": i for i in range(4)}}))
+    for v, n in enumerate((8, 10, 12)):  # frame folders: three videos
+        (root / "frames" / f"v_{v:03d}").mkdir(parents=True)
+        for t in range(n):
+            frame = np.roll(images[v], 2 * t, axis=2)[:, 4:28, :].transpose(1, 2, 0)
+            Image.fromarray(np.ascontiguousarray(frame)).save(
+                root / "frames" / f"v_{v:03d}" / f"img_{t + 1:05d}.jpg"
+            )
     np.save(root / "sample.npy", rng.random((4, 8)))
     np.save(root / "X.npy", rng.random((100, 32), dtype=np.float32))
     np.savez(root / "sample.npz", image=images[0], mask=images[0, 0] > 128)

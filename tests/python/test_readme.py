@@ -51,6 +51,7 @@ PUBLIC = [
     "packread.NpyReader",
     "packread.NpzReader",
     "packread.ImageReader",
+    "packread.ClipReader",
     "packread.load_npy",
     "packread.load_npz",
     "packread.ImageDecode",

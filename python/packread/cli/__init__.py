@@ -103,6 +103,12 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("source", metavar="SOURCE", help="file or folder to inspect")
     i.add_argument("--json", action="store_true", help="print the report as JSON")
     i.add_argument("--ascii", action="store_true", help="draw the tree with ASCII only")
+    i.add_argument(
+        "--clips",
+        action="store_true",
+        help="inspect as clips (frame folders, a ZIP of them, HDF5 sequences): videos, "
+        "frames per video, frame sizes; whether HDF5 chunks fit a clip",
+    )
 
     c = sub.add_parser(
         "convert",
@@ -257,7 +263,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _inspect(args: argparse.Namespace) -> int:
     from .inspect import inspect
 
-    report = inspect(args.source)
+    report = inspect(args.source, clips=args.clips)
     if args.json:
         print(report.to_json())
     else:

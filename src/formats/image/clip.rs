@@ -463,6 +463,28 @@ impl ClipIndex {
         }
     }
 
+    /// The names of every frame of video `v`, in order (files or members; of HDF5 frames,
+    /// the dataset and position).
+    pub fn video_frame_names(&self, v: usize) -> Vec<String> {
+        let video = &self.videos[v];
+        let rows = video.first..video.first + video.frames;
+        match &self.frames {
+            Frames::Images(index) => rows.map(|r| index.names()[r].clone()).collect(),
+            #[cfg(feature = "hdf5")]
+            Frames::Hdf5 { keys, .. } => {
+                let (k, per) = (&keys[0], keys[0].view.per_row);
+                rows.map(|f| {
+                    if per > 1 {
+                        format!("{}[{}, {}]", k.name, f / per, f % per)
+                    } else {
+                        format!("{}[{f}]", k.name)
+                    }
+                })
+                .collect()
+            }
+        }
+    }
+
     fn images(&self) -> Result<&Arc<ImageIndex>> {
         match &self.frames {
             Frames::Images(index) => Ok(index),

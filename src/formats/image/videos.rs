@@ -672,15 +672,23 @@ pub fn from_hdf5(source: Arc<dyn Source>, options: &ClipOptions) -> Result<ClipS
         options.cache_bytes,
         images.threads,
     )?);
+    let sequences = options.episodes.is_none();
+    // Chosen by default, a row of sequences has frames along a second axis: a dataset of one
+    // value a row (labels, ids) is left out.
     let chosen: Vec<usize> = (0..file.datasets().len())
         .filter(|&w| !other(file.datasets()[w].name()))
+        .filter(|&w| {
+            options.datasets.is_some() || !sequences || file.datasets()[w].shape().len() >= 2
+        })
         .collect();
     if chosen.is_empty() {
         return Err(invalid(
-            "no dataset of frames (name them with arrays=)".into(),
+            "no dataset of frames: a row of (N, T, ...) sequences holds its frames along a \
+             second axis, and a time axis (T, ...) needs episodes= (its episode ends or \
+             lengths); name the datasets with arrays="
+                .into(),
         ));
     }
-    let sequences = options.episodes.is_none();
     let per_row = if sequences {
         let shapes: Vec<(&str, &[usize])> = chosen
             .iter()

@@ -96,6 +96,21 @@ def write(root: str | os.PathLike[str]) -> None:
             _image(rng).save(buf, "JPEG")
             jpegs[k] = np.frombuffer(buf.getvalue(), np.uint8)
         f.create_dataset("labels", data=np.arange(IMAGES, dtype=np.int64) % 2)
+    # Clips: frame folders of three videos (a panning picture), and the spatiotemporal seed's
+    # HDF5 layout, (N, 100, H, W) sequences one a chunk, with an episodes file beside them.
+    picture = np.asarray(_image(rng, 64, 96))
+    for v, n in enumerate((20, 24, 40)):
+        (root / "frames" / f"v_{v:03d}").mkdir(parents=True)
+        for t in range(n):
+            frame = Image.fromarray(picture[t % 20 : t % 20 + 40, v + t : v + t + 48])
+            frame.save(root / "frames" / f"v_{v:03d}" / f"img_{t + 1:05d}.jpg")
+    seqs = rng.integers(0, 256, (4, 100, 16, 16), dtype=np.uint8)
+    with h5py.File(root / "seed.h5", "w") as f:
+        f.create_dataset("data", data=seqs, chunks=(1, 100, 16, 16), compression="lzf")
+    with h5py.File(root / "episodes.h5", "w") as f:
+        f.create_dataset("obs", data=rng.random((300, 6), dtype=np.float32), chunks=(16, 6))
+        f.create_dataset("action", data=rng.random((300, 2), dtype=np.float32))
+        f.create_dataset("episode_ends", data=np.array([120, 200, 300]))
     # Two shards of 500 samples.
     (root / "data").mkdir()
     for s in range(2):

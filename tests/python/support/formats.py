@@ -42,6 +42,10 @@ CASE_NAMES = [
     "img_h5",
     "img_shards",
     "img_h5_shards",
+    "clip_tree",
+    "clip_zip",
+    "clip_h5",
+    "clip_shards",
 ]
 #: Cases whose samples differ in size (variable-length HDF5): a batch holds them as the reader's
 #: ``ragged=`` says, a list of arrays or ``(values, offsets)``, and cannot be read into ``out=``.
@@ -67,9 +71,11 @@ class Case:
 
     def open(self) -> packread.BatchReader:
         src = self.source
-        if self.name.startswith("img") or "format" in self.options:  # as a user would open it
+        if self.name.startswith(("img", "clip")) or "format" in self.options:  # as a user would
             reader = packread.open(src, **self.options)
-            assert isinstance(reader, (packread.ImageReader, packread.NpzReader))
+            assert isinstance(
+                reader, (packread.ImageReader, packread.ClipReader, packread.NpzReader)
+            )
             return reader
         if self.name.startswith("h5"):
             return packread.HDF5Reader(src, self.datasets, **self.options)
@@ -292,6 +298,7 @@ def write_all(root: str) -> dict[str, Case]:
     )
     cases.update(write_ragged_cases(root))
     cases.update(write_image_cases(root))
+    cases.update(write_clip_cases(root))
     return cases
 
 
@@ -463,6 +470,107 @@ def write_image_cases(root: str) -> dict[str, Case]:
         at += size
     cases["img_shards"] = Case(
         "img_shards", os.path.join(root, "imgpart*.zip"), {"decode": decode}, reference=reference
+    )
+    return cases
+
+
+#: Clips of the matrix: 3 frames of 10x12 (PNG, exact), evenly placed in videos of 3 to 7.
+CLIP_LEN = 3
+CLIP_OPTIONS = {"clip_len": CLIP_LEN, "sampling": "uniform"}
+
+
+def write_clip_cases(root: str) -> dict[str, Case]:
+    """``N`` videos of 3 to 7 PNG frames (a camera panning over one of scikit-image's photos)
+    with labels four ways: a class tree of frame folders, the same tree in a ZIP, ZIP shards of
+    it (each holding both classes), and an h5py file of ``(N, 7, 10, 12, 3)`` sequences with a
+    labels dataset; read as one evenly placed clip of 3 frames a video."""
+    from support.clips import pan, reference_positions
+    from support.images import PHOTOS
+
+    lengths = [3 + (3 * i) % 5 for i in range(N)]
+    labels = np.array([i % 2 for i in range(N)], dtype=np.int64)
+    videos = [
+        [np.asarray(f) for f in pan(PHOTOS[i % len(PHOTOS)], lengths[i], IMAGE_HW, at=i)]
+        for i in range(N)
+    ]
+    encoded = [[_png(f) for f in v] for v in videos]
+    names = [f"c{labels[i]}/v{i:03d}" for i in range(N)]
+    order = sorted(range(N), key=lambda i: names[i])
+
+    def reference(rows: list[int], at: list[int], n_frames: list[int]) -> dict[str, np.ndarray]:
+        clips = []
+        for i in rows:
+            v = at[i]
+            positions = reference_positions(n_frames[v], CLIP_LEN)
+            clips.append(np.stack([_pil(encoded[v][p]) for p in positions]))
+        return {
+            "frames": _stack(clips, np.empty((0, CLIP_LEN, *IMAGE_HW, 3), np.uint8)),
+            "labels": _stack([labels[at[i]] for i in rows], np.empty((0,), np.int64)),
+        }
+
+    cases: dict[str, Case] = {}
+    tree = os.path.join(root, "clip_tree")
+    for i in range(N):
+        folder = os.path.join(tree, names[i])
+        os.makedirs(folder, exist_ok=True)
+        for t, data in enumerate(encoded[i]):
+            with open(os.path.join(folder, f"img_{t + 1:05d}.png"), "wb") as f:
+                f.write(data)
+    cases["clip_tree"] = Case(
+        "clip_tree",
+        tree,
+        dict(CLIP_OPTIONS),
+        reference=lambda rows: reference(rows, order, lengths),
+    )
+
+    def write_zip(path: str, videos: list[int]) -> None:
+        with zipfile.ZipFile(path, "w") as z:
+            for i in videos:
+                for t, data in enumerate(encoded[i]):
+                    z.writestr(f"{names[i]}/img_{t + 1:05d}.png", data)
+
+    zpath = os.path.join(root, "clips.zip")
+    write_zip(zpath, order)
+    cases["clip_zip"] = Case(
+        "clip_zip",
+        zpath,
+        dict(CLIP_OPTIONS),
+        reference=lambda rows: reference(rows, order, lengths),
+    )
+    parts = [order[::2], order[1::2]]  # each shard holds both classes
+    shard_order = []
+    for k, part in enumerate(parts):
+        write_zip(os.path.join(root, f"clippart{k}.zip"), part)
+        shard_order += sorted(part, key=lambda i: names[i])
+    cases["clip_shards"] = Case(
+        "clip_shards",
+        os.path.join(root, "clippart*.zip"),
+        dict(CLIP_OPTIONS),
+        reference=lambda rows: reference(rows, shard_order, lengths),
+    )
+
+    # The seed's HDF5 layout: one row a datapoint, its frames along the second axis.
+    hpath = os.path.join(root, "clips.h5")
+    seqs = np.stack(
+        [np.stack([_pil(encoded[i][min(t, lengths[i] - 1)]) for t in range(7)]) for i in range(N)]
+    )
+    with h5py.File(hpath, "w") as f:
+        f.create_dataset("frames", data=seqs, chunks=(1, 7, *IMAGE_HW, 3), compression="lzf")
+        f["labels"] = labels
+
+    def h5_reference(rows: list[int]) -> dict[str, np.ndarray]:
+        start = reference_positions(7, CLIP_LEN)[0]
+        with h5py.File(hpath, "r") as f:
+            return {
+                "frames": _stack(
+                    [f["frames"][i, start : start + CLIP_LEN] for i in rows],
+                    np.empty((0, CLIP_LEN, *IMAGE_HW, 3), np.uint8),
+                ),
+                "labels": _stack([f["labels"][i] for i in rows], np.empty((0,), np.int64)),
+            }
+
+    cases["clip_h5"] = Case(
+        "clip_h5", hpath, {**CLIP_OPTIONS, "labels": "labels"}, reference=h5_reference
     )
     return cases
 

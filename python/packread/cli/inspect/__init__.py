@@ -38,12 +38,14 @@ from .._format import human_bytes as human_bytes
 from .._format import human_seconds as human_seconds
 from .._layout import samples_per_chunk_for as samples_per_chunk_for
 from .archive import _inspect_zip
+from .clips import _inspect_clips
 from .filters import codec_of as codec_of
 from .filters import describe_filter as describe_filter
 from .hdf5 import _inspect_hdf5
 from .images import _inspect_images
 from .npy import _inspect_folder, _inspect_npy_file
 from .report import Advice as Advice
+from .report import ClipSummary as ClipSummary
 from .report import ImageSummary as ImageSummary
 from .report import Item as Item
 from .report import Report as Report
@@ -69,6 +71,7 @@ __all__ = [
     "TINY_CHUNK_BYTES",
     "WEAK_RATIO",
     "Advice",
+    "ClipSummary",
     "ImageSummary",
     "Item",
     "Report",
@@ -87,11 +90,12 @@ __all__ = [
 MIN_CHUNK_BYTES = _layout.MIN_CHUNK_BYTES
 
 
-def inspect(source: str | os.PathLike[str]) -> Report:
+def inspect(source: str | os.PathLike[str], *, clips: bool = False) -> Report:
     """Inspects an HDF5 file (h5py or PyTables), a ZIP archive, an NPZ or NPY file, a folder
     of ``.npy`` or ``.npz`` files, or an image source: an ``ImageFolder`` tree (a folder of
     class folders, or a ZIP holding one) or a ZIP of images. Only metadata is read, except for
-    image sources, whose every image header is.
+    image sources, whose every image header is. With ``clips``, a source is inspected as
+    :class:`packread.ClipReader` reads it (see :mod:`.clips`).
 
     >>> report = inspect("train.h5")
     >>> sorted({a.code for a in report.advice})
@@ -100,6 +104,10 @@ def inspect(source: str | os.PathLike[str]) -> Report:
     'image-zip'
     """
     path = os.fspath(source)
+    if clips:
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{path}: no such file or folder")
+        return _inspect_clips(path)
     if os.path.isdir(path):
         if _images.is_image_tree(path):
             try:
@@ -139,7 +147,7 @@ del _function
 #: module defines itself): they run with this module's names, as they did when the classes
 #: were defined here. The classes keep their own module.
 __test__: dict[str, object] = {}
-for _cls in (Item, Advice, Report, ImageSummary):
+for _cls in (Item, Advice, Report, ImageSummary, ClipSummary):
     __test__[_cls.__name__] = _cls
     for _name, _value in vars(_cls).items():
         if not _name.startswith("_") and isinstance(_value, types.FunctionType):

@@ -21,6 +21,8 @@ _FORMATS = {
     "npz-folder": "folder of .npz files",
     "image-folder": "ImageFolder tree",
     "image-zip": "ZIP of images",
+    "frame-folder": "frame folders",
+    "frame-zip": "ZIP of frame folders",
 }
 #: How a ZIP of images is labelled, for the header line.
 _ZIP_LABELS = {
@@ -105,10 +107,14 @@ def _text(report: Report, ascii_only: bool) -> str:
         head[-1] += f" in {report.files:,} files"
     if report.samples is not None:
         noun = "images" if report.images is not None else "samples"
+        noun = "videos" if report.clips is not None else noun
         head[-1] += f", {report.samples:,} {noun}"
     lines = ["  ".join(head)]
     if report.images is not None:
         lines += _images_text(report, ascii_only)
+        return _advice_text(report, lines)
+    if report.clips is not None:
+        lines += _clips_text(report)
         return _advice_text(report, lines)
     table = [_row(label, item) for label, item in _tree(report.items, ascii_only)]
     full = [r for r in table if len(r) == 7]
@@ -141,6 +147,29 @@ def _advice_text(report: Report, lines: list[str]) -> str:
         lines.append("to fix:" if len(fixes) == 1 else "to fix (one of):")
         lines.extend(f"  {fix}" for fix in fixes)
     return "\n".join(lines)
+
+
+def _clips_text(report: Report) -> list[str]:
+    """A clip source: frames per video, the sampled frames' sizes and formats, the classes."""
+    c = report.clips
+    assert c is not None
+    lines = [f"  {c.frames:,} frames in {c.videos:,} videos"]
+    if c.frames_per_video:
+        f = c.frames_per_video
+        lines.append(
+            f"  frames per video: min {f['min']:,}, median {f['median']:,}, max {f['max']:,}"
+        )
+    if c.width and c.height:
+        w, h = c.width, c.height
+        lines.append(
+            f"  frame size (first, middle, last of each video): {w['min']}-{w['max']} wide "
+            f"(median {w['median']}), {h['min']}-{h['max']} high (median {h['median']})"
+        )
+    if c.formats:
+        lines.append("  formats: " + ", ".join(f"{k} {v:,}" for k, v in sorted(c.formats.items())))
+    if c.classes is not None:
+        lines.append(f"  {c.classes} classes (labels from {c.labels})")
+    return lines
 
 
 def _images_text(report: Report, ascii_only: bool) -> list[str]:

@@ -104,6 +104,37 @@ class ImageSummary:
 
 
 @dataclass
+class ClipSummary:
+    """What a clip source's videos hold (:attr:`Report.clips`, ``packread inspect --clips``):
+    videos, frames per video, and the sizes and formats of three frames of each (its first,
+    middle and last).
+
+    >>> summary = inspect("frames/", clips=True).clips
+    >>> summary.videos, summary.frames_per_video
+    (3, {'min': 8, 'median': 10, 'max': 12})
+    """
+
+    videos: int
+    frames: int
+    #: ``{"min", "median", "max"}`` of the videos' frames.
+    frames_per_video: dict[str, int] | None
+    #: ``{"min", "median", "max"}`` of the sampled frames' widths and heights.
+    width: dict[str, int] | None
+    height: dict[str, int] | None
+    #: Sampled frames per format (``"undecodable"`` for those whose header does not read).
+    formats: dict[str, int]
+    #: The first few undecodable frames: ``[name, why]``.
+    undecodable: list[list[str]]
+    #: The first few videos without frames, and with frames of different sizes.
+    empty: list[str]
+    mixed_sizes: list[str]
+    #: Where labels come from (``"folders"``, a list file), classes, and videos per class.
+    labels: str | None = None
+    classes: int | None = None
+    per_class: dict[str, int] | None = None
+
+
+@dataclass
 class Report:
     """What :func:`inspect` found: a tree of items and the advice on them.
 
@@ -114,7 +145,8 @@ class Report:
 
     path: str
     #: ``"hdf5"``, ``"zip"``, ``"npz"``, ``"npy"``, ``"npy-folder"``, ``"npz-folder"``,
-    #: ``"image-folder"`` (an ImageFolder tree) or ``"image-zip"`` (a ZIP of images).
+    #: ``"image-folder"`` (an ImageFolder tree), ``"image-zip"`` (a ZIP of images),
+    #: ``"frame-folder"`` or ``"frame-zip"`` (frame folders, as clips).
     format: str
     #: Bytes on disk (all files, for a folder).
     disk_bytes: int
@@ -124,6 +156,8 @@ class Report:
     advice: list[Advice]
     #: For an image source: its images' formats, sizes and classes (``None`` otherwise).
     images: ImageSummary | None = None
+    #: For a clip source (``inspect(..., clips=True)``): its videos and frames.
+    clips: ClipSummary | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Everything as plain data (what ``--json`` prints).
