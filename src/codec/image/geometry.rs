@@ -384,6 +384,17 @@ pub fn transform(
     let (w, h) = (head.width, head.height);
     match spec.crop {
         Crop::Full => {
+            let straight = spec.element == Element::U8
+                && (spec.layout == Layout::Nhwc || spec.mode.channels() == 1)
+                && (head.height, head.width) == spec.size;
+            if straight && super::decode_into(data, &head, spec.mode, out)? {
+                // A whole frame decoded in place (clips of frames kept at their size): no
+                // picture of its own, no copy.
+                if spec.flip && draw.unit() < 0.5 {
+                    mirror_rows(out, w as usize, spec.mode.channels());
+                }
+                return Ok(());
+            }
             let pic = decode(data, &head, None, spec.mode)?;
             let (pixels, flip) = full(pic, spec, draw)?;
             write_sample(&pixels, spec, flip, out);
@@ -467,25 +478,28 @@ fn emit(
     if spec.element == Element::U8 && spec.layout == Layout::Nhwc {
         resample_into(pic, bbox, spec.size, out)?;
         if flip {
-            let c = pic.mode.channels();
-            let n = spec.size.1 as usize;
-            let half = n / 2;
-            for row in out.chunks_exact_mut(n * c) {
-                let (left, rest) = row.split_at_mut(half * c);
-                let right = &mut rest[(n - 2 * half) * c..];
-                for (a, b) in left
-                    .chunks_exact_mut(c)
-                    .zip(right.chunks_exact_mut(c).rev())
-                {
-                    a.swap_with_slice(b);
-                }
-            }
+            mirror_rows(out, spec.size.1 as usize, pic.mode.channels());
         }
         return Ok(());
     }
     let pixels = resample(pic, bbox, spec.size)?;
     write_sample(&pixels, spec, flip, out);
     Ok(())
+}
+
+/// Mirrors every row of `out` (rows of `n` pixels of `c` bytes) in place.
+fn mirror_rows(out: &mut [u8], n: usize, c: usize) {
+    let half = n / 2;
+    for row in out.chunks_exact_mut(n * c) {
+        let (left, rest) = row.split_at_mut(half * c);
+        let right = &mut rest[(n - 2 * half) * c..];
+        for (a, b) in left
+            .chunks_exact_mut(c)
+            .zip(right.chunks_exact_mut(c).rev())
+        {
+            a.swap_with_slice(b);
+        }
+    }
 }
 
 /// The crop and resize of an already decoded (upright) picture.

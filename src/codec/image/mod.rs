@@ -299,6 +299,32 @@ pub fn decode(
     }
 }
 
+/// Decodes a whole JPEG straight into `out` (`height * width * channels` bytes of `mode`)
+/// where its pixels need no conversion (a grey JPEG as `L`, a colour one as `RGB`): `Ok(false)`
+/// for any other image, which [`decode`] then decodes through a picture of its own.
+pub fn decode_into(
+    data: &[u8],
+    info: &ImageInfo,
+    mode: Mode,
+    out: &mut [u8],
+) -> Result<bool, ImageError> {
+    if info.format != ImageFormat::Jpeg {
+        return Ok(false);
+    }
+    let j = jpeg_info(info);
+    let (layout, from) = jpeg_layout(&j);
+    let native = matches!(
+        (from, mode),
+        (Stored::L, Mode::L) | (Stored::Rgb, Mode::Rgb)
+    );
+    let len = info.width as usize * info.height as usize * layout.channels();
+    if !native || out.len() != len {
+        return Ok(false);
+    }
+    jpeg::decode(data, &j, None, layout, out)?;
+    Ok(true)
+}
+
 /// Decodes a whole JPEG at 1/`denom` scale (2, 4 or 8; see `jpeg::decode_scaled`): a
 /// picture of `ceil(width / denom)` x `ceil(height / denom)` pixels.
 pub fn decode_scaled(
