@@ -167,6 +167,31 @@ pub struct Opened {
 }
 
 impl Opened {
+    /// Samples with names and, where the source has them, labels and class names.
+    fn labelled(
+        index: Arc<dyn Index>,
+        names: Vec<OsString>,
+        labels: Option<Vec<i64>>,
+        classes: Option<Vec<OsString>>,
+        label_source: Option<String>,
+    ) -> Opened {
+        Opened {
+            labels,
+            classes,
+            label_source,
+            ..Opened::plain(index, names, None)
+        }
+    }
+
+    /// The same, with the log of samples that did not decode, and the object's stamp.
+    fn with_errors(self, errors: ErrorLog, stamp: Option<ObjectStamp>) -> Opened {
+        Opened {
+            errors: Some(errors),
+            stamp,
+            ..self
+        }
+    }
+
     fn plain(index: Arc<dyn Index>, names: Vec<OsString>, stamp: Option<ObjectStamp>) -> Opened {
         Opened {
             index,
@@ -307,17 +332,15 @@ pub fn clips_in(
 }
 
 fn from_clips(set: ClipSet, stamp: Option<ObjectStamp>) -> Opened {
-    let errors = Some(set.index.error_log());
-    Opened {
-        index: set.index,
-        names: set.names,
-        labels: set.labels,
-        classes: set.classes,
-        label_source: set.label_source,
-        errors,
-        stamp,
-        samples_per_chunk: 1,
-    }
+    let errors = set.index.error_log();
+    Opened::labelled(
+        set.index,
+        set.names,
+        set.labels,
+        set.classes,
+        set.label_source,
+    )
+    .with_errors(errors, stamp)
 }
 
 /// The images at `location`: a folder tree, an HDF5 file (told by its name, or a local file by
@@ -370,17 +393,15 @@ pub fn images_in(
 }
 
 fn from_set(set: image::ImageSet, stamp: Option<ObjectStamp>) -> Opened {
-    let errors = Some(set.index.error_log());
-    Opened {
-        index: set.index,
-        names: set.names,
-        labels: set.labels,
-        classes: set.classes,
-        label_source: set.label_source,
-        errors,
-        stamp,
-        samples_per_chunk: 1,
-    }
+    let errors = set.index.error_log();
+    Opened::labelled(
+        set.index,
+        set.names,
+        set.labels,
+        set.classes,
+        set.label_source,
+    )
+    .with_errors(errors, stamp)
 }
 
 /// An HDF5 file from `source` (read whole into memory first with `in_memory`).

@@ -13,13 +13,13 @@ import numpy as np
 
 from . import _packread
 from ._common import check_num_threads
-from ._hdf5 import DEFAULT_CACHE_BYTES, HDF5_SUFFIXES
+from ._hdf5 import DEFAULT_CACHE_BYTES
+from ._image import LabelledReader
 from ._options import DEFAULT_MAX_IMAGE_BYTES, ImageDecode, Limits, Remote
-from ._reader import ArrayReader
 from ._registry import Format, register
-from ._sources import FOLDER, URL, classify
+from ._sources import classify
 from ._zip import members_option
-from .errors import InvalidArgumentError, PackreadTypeError, UnsupportedError
+from .errors import InvalidArgumentError, PackreadTypeError
 
 #: How clips are cut from a video (``sampling=``).
 SAMPLINGS = ("random", "uniform", "segments", "segments-center", "windows")
@@ -68,7 +68,7 @@ def _positive(name: str, value: Any) -> int:
     return int(value)
 
 
-class ClipReader(ArrayReader):
+class ClipReader(LabelledReader):
     """Clips of videos stored as frames: a sample is ``clip_len`` frames of one video, each an
     encoded image (JPEG, PNG, WebP), decoded, cropped and resized on packread's threads with
     the GIL released, straight into one batch ``{"frames": ..., "labels": ...}`` (``labels``
@@ -270,63 +270,23 @@ class ClipReader(ArrayReader):
         self.varies_by_epoch = decode.varies_by_epoch or sampling in ("random", "segments")
         src = classify(source, remote)
         self._source = source
-        self._inner: Any = None
-        #: Where :attr:`labels` came from: ``"folders"`` (class folders), the list file, or
-        #: ``None`` (no labels, or shards).
-        self.label_source: str | None = None
-        if src.many:
-            shards = self._open_shards(src.value, options, shard_index, max_open_shards, state)
-            reader = shards.reader()
-            found, classes = shards.labels, shards.classes
-            self._names: list[str] | None = None
-        else:
-            # An object's first request: an HDF5 file's head, or the archive's tail.
-            tail = not (src.kind == URL and src.value.lower().endswith(HDF5_SUFFIXES))
-            target = self._target(src, remote, "clips", tail=tail, folder=True)
-            self._inner = _packread.ClipFile(target, options)
-            self._paths = [self._inner.location if src.kind != FOLDER else src.value]
-            reader = self._inner.reader
-            found, classes = self._inner.labels, self._inner.classes
-            self.label_source = self._inner.label_source
-            self._names = list(self._inner.names())
-        #: Each sample's label (int64), or ``None`` where the source has none.
-        self.labels: np.ndarray | None = found
-        #: The class names by label, where class folders name them.
-        self.classes: list[str] | None = None if classes is None else list(classes)
+        reader = self._open_labelled(
+            src,
+            options,
+            _packread.ClipFile,
+            "clips",
+            remote,
+            shard_index,
+            max_open_shards,
+            state,
+        )
+        found = self.labels
         self._bind(reader, None, None if found is None else {"labels": found})
         # Without labels, frames of one array are that array (as an HDF5Reader of one dataset).
         core = [n for n in self._arrays if n != "labels" or found is None]
         if arrays is None and found is None and len(core) == 1:
             arrays = core[0]
         self._choose(arrays)
-
-    @property
-    def class_to_idx(self) -> dict[str, int] | None:
-        """Class name to label, for class folders (``None`` otherwise)."""
-        return None if self.classes is None else {c: k for k, c in enumerate(self.classes)}
-
-    def names(self) -> list[str]:
-        """Each sample's name: its video's (a folder's path, or ``archive:folder``).
-
-        >>> ClipReader("frames/", clip_len=8).names()[:1]
-        ['frames/v_000']
-        """
-        if self._names is None:
-            self._check_open()
-            out: list[str] = []
-            for k in range(len(self._paths)):
-                out.extend(self._set.shard_names(k))
-            self._names = out
-        return list(self._names)
-
-    def _one_source(self, what: str) -> Any:
-        if self._inner is None:
-            raise UnsupportedError(
-                f"{self._describe()}: {what} of a reader of several shards; open one: "
-                "ClipReader(reader.paths[k], ...)"
-            )
-        self._check_open()
-        return self._inner
 
     def _sample(self, i: int) -> int:
         n = len(self)
@@ -342,7 +302,7 @@ class ClipReader(ArrayReader):
         >>> ClipReader("frames/", clip_len=8).videos
         [('frames/v_000', 8), ('frames/v_001', 10), ('frames/v_002', 12)]
         """
-        inner = self._one_source("videos")
+        inner = self._one_file("videos")
         return [(name, frames) for name, frames, _ in inner.videos()]
 
     def video_frames(self, v: int) -> list[str]:
@@ -352,7 +312,7 @@ class ClipReader(ArrayReader):
         >>> ClipReader("frames/", clip_len=8).video_frames(0)[:2]
         ['frames/v_000/img_00001.jpg', 'frames/v_000/img_00002.jpg']
         """
-        inner = self._one_source("video_frames()")
+        inner = self._one_file("video_frames()")
         n = len(inner.videos())
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not -n <= v < n:
             raise IndexError(f"{self._describe()}: video {v!r} of {n}")
@@ -365,7 +325,7 @@ class ClipReader(ArrayReader):
         >>> ClipReader("frames/", clip_len=2, sampling="uniform").frames(0)
         ['frames/v_000/img_00004.jpg', 'frames/v_000/img_00005.jpg']
         """
-        inner = self._one_source("frames()")
+        inner = self._one_file("frames()")
         return list(inner.frames(self._sample(i), int(epoch))[2])
 
     def frame_positions(self, i: int, epoch: int = 0) -> tuple[int, list[int]]:
@@ -375,7 +335,7 @@ class ClipReader(ArrayReader):
         >>> ClipReader("frames/", clip_len=3, sampling="windows", stride=4).frame_positions(2)
         (1, [0, 1, 2])
         """
-        inner = self._one_source("frame_positions()")
+        inner = self._one_file("frame_positions()")
         video, positions, _ = inner.frames(self._sample(i), int(epoch))
         return int(video), [int(p) for p in positions]
 
@@ -388,7 +348,7 @@ class ClipReader(ArrayReader):
         >>> 0 < h <= 24 and 0 < w <= 32
         True
         """
-        inner = self._one_source("crop_params()")
+        inner = self._one_file("crop_params()")
         return tuple(inner.crop(self._sample(i), int(epoch)))  # type: ignore[return-value]
 
     def __repr__(self) -> str:

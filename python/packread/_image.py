@@ -49,7 +49,87 @@ def is_image_name(name: str) -> bool:
     return name.lower().endswith(IMG_EXTENSIONS)
 
 
-class ImageReader(ArrayReader):
+class LabelledReader(ArrayReader):
+    """What readers of named, labelled samples share (images, clips): opening one source or
+    many as shards, the samples' names, labels and classes, and the methods that need one
+    source."""
+
+    _inner: Any = None
+    _names: list[str] | None = None
+    #: Where :attr:`labels` came from: ``"folders"`` (class folders), a JSON member's or list
+    #: file's name, ``"hdf5:<dataset>"``, or ``None`` (no labels, or shards).
+    label_source: str | None = None
+    #: Each sample's label (int64), or ``None`` where the source has none.
+    labels: np.ndarray | None = None
+    #: The class names by label, where the source names them.
+    classes: list[str] | None = None
+
+    def _open_labelled(
+        self,
+        src: Source,
+        options: dict[str, Any],
+        make: Any,
+        what: str,
+        remote: Remote,
+        shard_index: Any,
+        max_open_shards: Any,
+        state: dict[str, Any] | None,
+    ) -> Any:
+        """Opens ``src`` (``make(target, options)`` for one source, shards of this reader's
+        format for many), sets the names, labels and classes; returns the batch reader."""
+        if src.many:
+            shards = self._open_shards(src.value, options, shard_index, max_open_shards, state)
+            reader = shards.reader()
+            found, classes = shards.labels, shards.classes
+            self._names = None
+        else:
+            # An object's first request: an HDF5 file's head, or the archive's tail.
+            tail = not (src.kind == URL and src.value.lower().endswith(HDF5_SUFFIXES))
+            target = self._target(src, remote, what, tail=tail, folder=True)
+            self._inner = make(target, options)
+            self._paths = [self._inner.location if src.kind != FOLDER else src.value]
+            reader = self._inner.reader
+            found, classes = self._inner.labels, self._inner.classes
+            self.label_source = self._inner.label_source
+            self._names = list(self._inner.names())
+        self.labels = found
+        self.classes = None if classes is None else list(classes)
+        return reader
+
+    @property
+    def class_to_idx(self) -> dict[str, int] | None:
+        """Class name to label, for class folders (``None`` otherwise).
+
+        >>> ImageReader("images.zip").class_to_idx is None  # labelled by dataset.json
+        True
+        """
+        return None if self.classes is None else {c: k for k, c in enumerate(self.classes)}
+
+    def names(self) -> list[str]:
+        """The samples' names: member names, file paths, ``dataset[k]``, or a clip's video.
+
+        >>> ImageReader("images.zip", decode=packread.ImageDecode(32)).names()[:2]
+        ['00.png', '01.png']
+        """
+        if self._names is None:
+            self._check_open()
+            out: list[str] = []
+            for k in range(len(self._paths)):
+                out.extend(self._set.shard_names(k))
+            self._names = out
+        return list(self._names)
+
+    def _one_file(self, what: str) -> Any:
+        if self._inner is None:
+            raise UnsupportedError(
+                f"{self._describe()}: {what} of a reader of several files; open one: "
+                f"{type(self).__name__}(reader.paths[k], ...)"
+            )
+        self._check_open()
+        return self._inner
+
+
+class ImageReader(LabelledReader):
     """Encoded images (JPEG, PNG, WebP; told by their first bytes) decoded, cropped, resized
     and written straight into one preallocated batch on packread's threads, with the GIL
     released. A batch is ``{"images": ..., "labels": ...}`` (``labels`` where the source has
@@ -170,60 +250,20 @@ class ImageReader(ArrayReader):
         self.varies_by_epoch = decode.varies_by_epoch
         src = classify(source, remote)
         self._source = source
-        self._inner: Any = None
-        #: Where :attr:`labels` came from: ``"folders"`` (class folders), the JSON member's
-        #: name, ``"hdf5:<dataset>"``, or ``None`` (no labels, or shards).
-        self.label_source: str | None = None
-        if src.many:
-            shards = self._open_shards(src.value, options, shard_index, max_open_shards, state)
-            reader = shards.reader()
-            found, classes = shards.labels, shards.classes
-            self._names: list[str] | None = None
-        else:
-            # An object's first request: an HDF5 file's head, or the archive's tail.
-            tail = not (src.kind == URL and src.value.lower().endswith(HDF5_SUFFIXES))
-            target = self._target(src, remote, "images", tail=tail, folder=True)
-            self._inner = _packread.ImageFile(target, options)
-            self._paths = [self._inner.location if src.kind != FOLDER else src.value]
-            reader = self._inner.reader
-            found, classes = self._inner.labels, self._inner.classes
-            self.label_source = self._inner.label_source
-            self._names = list(self._inner.names())
-        #: Each sample's label (int64), or ``None`` where the source has none.
-        self.labels: np.ndarray | None = found
-        #: The class names by label, where the source names them.
-        self.classes: list[str] | None = None if classes is None else list(classes)
+        reader = self._open_labelled(
+            src,
+            options,
+            _packread.ImageFile,
+            "images",
+            remote,
+            shard_index,
+            max_open_shards,
+            state,
+        )
+        found = self.labels
         self._bind(reader, ["images"], None if found is None else {"labels": found})
         # Without labels a batch is the images themselves, as an HDF5Reader of one dataset.
         self._choose(arrays if arrays is not None or found is not None else "images")
-
-    @property
-    def class_to_idx(self) -> dict[str, int] | None:
-        """Class name to label, for folder trees (``None`` otherwise)."""
-        return None if self.classes is None else {c: k for k, c in enumerate(self.classes)}
-
-    def names(self) -> list[str]:
-        """The samples' names: member names, file paths, or ``dataset[k]``.
-
-        >>> ImageReader("images.zip", decode=packread.ImageDecode(32)).names()[:2]
-        ['00.png', '01.png']
-        """
-        if self._names is None:
-            self._check_open()
-            out: list[str] = []
-            for k in range(len(self._paths)):
-                out.extend(self._set.shard_names(k))
-            self._names = out
-        return list(self._names)
-
-    def _one_file(self, what: str) -> Any:
-        if self._inner is None:
-            raise UnsupportedError(
-                f"{self._describe()}: {what} of a reader of several files; open one: "
-                "ImageReader(reader.paths[k], ...)"
-            )
-        self._check_open()
-        return self._inner
 
     def crop_params(self, i: int, epoch: int = 0) -> tuple[int, int, int, int, bool]:
         """``(top, left, height, width, flipped)`` of the crop sample ``i`` gets in ``epoch``,
@@ -317,4 +357,4 @@ def _claims(src: Source, options: dict[str, Any]) -> bool:
 
 register(Format(name="images", reader=ImageReader, claims=_claims))
 
-__all__ = ["IMG_EXTENSIONS", "ImageReader"]
+__all__ = ["IMG_EXTENSIONS", "ImageReader", "LabelledReader"]

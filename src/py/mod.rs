@@ -15,6 +15,7 @@ mod order;
 mod pending;
 mod reader;
 mod remote;
+mod samples;
 mod shards;
 mod source;
 mod zip;
@@ -49,6 +50,7 @@ fn _packread(m: &Bound<'_, PyModule>) -> PyResult<()> {
     npy::register(m)?;
     zip::register(m)?;
     hdf5::register(m)?;
+    samples::register(m)?;
     image::register(m)?;
     clip::register(m)?;
     pending::register(m)?;

@@ -656,3 +656,33 @@ def test_pack_dataset_yields_each_epochs_own_clips(same_size_tree, workers):
     m.set_epoch(1)
     one = m[3]
     assert np.array_equal(one["frames"].numpy(), reader.batch([3], epoch=1)["frames"][0])
+
+
+def test_grey_frames_like_the_seeds(tmp_path):
+    """184x184 grey JPEG frames (the spatiotemporal seed's), read whole in mode L."""
+    root = tmp_path / "seed"
+    for v in range(2):
+        frames = [
+            np.asarray(Image.fromarray(f).convert("L")) for f in pan(PHOTOS[v], 6, (184, 184), at=v)
+        ]
+        folder = root / f"dp_{v:04d}"
+        folder.mkdir(parents=True)
+        for t, f in enumerate(frames):
+            Image.fromarray(f).save(folder / f"img_{t + 1:05d}.jpg")
+    r = packread.ClipReader(str(root), 6, sampling="uniform", decode=packread.ImageDecode(mode="L"))
+    got = r.batch([1, 0])
+    assert got.shape == (2, 6, 184, 184, 1)
+    for k, i in enumerate([1, 0]):
+        assert np.array_equal(got[k], pil_frames(r.frames(i), "L"))
+    # Flipped whole frames: the same pixels mirrored.
+    flip = packread.ClipReader(
+        str(root),
+        6,
+        sampling="uniform",
+        decode=packread.ImageDecode(mode="L", flip=True),
+        augment_seed=1,
+    )
+    flipped = [flip.batch([0], epoch=e)[0] for e in range(8)]
+    plain = r.batch([0])[0]
+    assert any(np.array_equal(f, plain[:, :, ::-1]) for f in flipped)
+    assert any(np.array_equal(f, plain) for f in flipped)

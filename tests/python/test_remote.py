@@ -147,6 +147,10 @@ def _images(**kw: Any) -> Callable[..., Any]:
     return lambda src, **o: packread.ImageReader(src, **kw, **o)
 
 
+def _clips(**kw: Any) -> Callable[..., Any]:
+    return lambda src, **o: packread.ClipReader(src, 3, **kw, **o)
+
+
 H5_N = 41
 H5_SHAPE = (6, 10)
 
@@ -248,6 +252,10 @@ def write_all(root: Path) -> dict[str, Case]:
         "npy_single": Case("fmt/npy/s005.npy", _npy),  # rows of one array
         "npy_rows": Case("fmt/X.npy", _npy),
         "npz_rows": Case("fmt/rows.npz", _npz),
+        # Frame folders in a ZIP (random clips: the epoch's draw is the same remotely), and
+        # HDF5 sequences with labels.
+        "clips_zip": Case("fmt/clips.zip", _clips(frame_step=2, augment_seed=3)),
+        "clips_h5": Case("fmt/clips.h5", _clips(sampling="windows", labels="labels")),
         "npy_glob": Case(
             "fmt/npy/s0[0-2]*.npy",
             _npy,
@@ -377,6 +385,8 @@ CASE_NAMES = [
     "images_zip",
     "images_zip_ragged",
     "images_h5",
+    "clips_zip",
+    "clips_h5",
 ]
 
 
@@ -397,9 +407,12 @@ def test_remote_reader_equals_local(name, store, data):
         assert remote.names() == local.names()
         assert remote.info(0) == local.info(0)
         assert remote.read(-1) == local.read(-1)
-    if isinstance(local, packread.ImageReader):
+    if isinstance(local, (packread.ImageReader, packread.ClipReader)):
         assert remote.classes == local.classes
         assert_same(remote.labels, local.labels, "labels")
+    if isinstance(local, packread.ClipReader):
+        idx = list(range(len(local)))[::3]
+        assert_same(remote.batch(idx, epoch=5), local.batch(idx, epoch=5), "epoch 5")
 
 
 def test_hdf5_equals_h5py(store, data):

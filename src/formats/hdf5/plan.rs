@@ -81,20 +81,8 @@ impl Hdf5File {
         let ds = &self.datasets[w];
         let sb = ds.sample_bytes;
         match &ds.path {
-            ReadPath::Contiguous(addr) => {
-                for (k, &i) in rows.iter().enumerate() {
-                    let mut e = Extent::raw(0, addr + (i * sb) as u64, sb, Dest::At(k * sb));
-                    e.out = slot as u32;
-                    plan.push(e, Tag::new(w as u32, addr + (i * sb) as u64));
-                }
-            }
-            ReadPath::Fill => {
-                for k in 0..rows.len() {
-                    plan.push(
-                        fill_extent(&ds.meta.fill, sb, slot, Dest::At(k * sb)),
-                        Tag::new(w as u32, 0),
-                    );
-                }
+            ReadPath::Contiguous(_) | ReadPath::Fill => {
+                self.plan_unchunked(w, slot, rows, sb, plan)
             }
             ReadPath::Chunked { decoder } => {
                 let c0 = self.chunk_rows(w);
@@ -103,6 +91,27 @@ impl Hdf5File {
             ReadPath::Library(_) | ReadPath::Unreadable(_) => unreachable!("planned elsewhere"),
         }
         Ok(())
+    }
+
+    /// Plans items `rows` of `bytes` each (samples, or frames) of contiguous or never-written
+    /// dataset `w` into output `slot`, item `k` at `k * bytes`.
+    fn plan_unchunked(&self, w: usize, slot: usize, rows: &[usize], bytes: usize, plan: &mut Plan) {
+        let ds = &self.datasets[w];
+        for (k, &i) in rows.iter().enumerate() {
+            let (extent, at) = match &ds.path {
+                ReadPath::Contiguous(addr) => {
+                    let at = addr + (i * bytes) as u64;
+                    let mut e = Extent::raw(0, at, bytes, Dest::At(k * bytes));
+                    e.out = slot as u32;
+                    (e, at)
+                }
+                _ => (
+                    fill_extent(&ds.meta.fill, bytes, slot, Dest::At(k * bytes)),
+                    0,
+                ),
+            };
+            plan.push(extent, Tag::new(w as u32, at));
+        }
     }
 
     fn chunk_rows(&self, w: usize) -> usize {
@@ -179,22 +188,8 @@ impl Hdf5File {
         match (&ds.path, view.per_row) {
             (ReadPath::Library(_) | ReadPath::Unreadable(_), _) => {}
             (_, 1) => return self.plan_dataset(w, slot, frames, plan),
-            (ReadPath::Contiguous(addr), _) => {
-                for (k, &f) in frames.iter().enumerate() {
-                    let at = addr + (f * fb) as u64;
-                    let mut e = Extent::raw(0, at, fb, Dest::At(k * fb));
-                    e.out = slot as u32;
-                    plan.push(e, Tag::new(w as u32, at));
-                }
-                return Ok(());
-            }
-            (ReadPath::Fill, _) => {
-                for k in 0..frames.len() {
-                    plan.push(
-                        fill_extent(&ds.meta.fill, fb, slot, Dest::At(k * fb)),
-                        Tag::new(w as u32, 0),
-                    );
-                }
+            (ReadPath::Contiguous(_) | ReadPath::Fill, _) => {
+                self.plan_unchunked(w, slot, frames, fb, plan);
                 return Ok(());
             }
             (ReadPath::Chunked { decoder }, _) => {

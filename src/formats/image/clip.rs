@@ -569,24 +569,16 @@ impl ClipIndex {
             .clip_extents(index, row, epoch, 0, Some(&log))?
             .into_iter()
             .unzip();
-        crate::batch::run_extents(
+        super::decode_logged(
             index.source_of(),
             &extents,
-            &mut [out],
+            out,
             index.faults(),
-            Work::new(extents.len(), 0),
-            None,
             |i, e| index.locate(tags[i], e),
-        )?;
-        let failed = log.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        if let Some((_, why)) = failed {
-            self.errors
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(row as u64, why);
-            return Ok(false);
-        }
-        Ok(true)
+            &log,
+            &self.errors,
+            row,
+        )
     }
 
     fn plan_images(&self, index: &ImageIndex, rows: &Rows, plan: &mut Plan) -> Result<()> {
@@ -728,42 +720,19 @@ impl Index for ClipIndex {
     /// index order that does.
     fn fill(&self, rows: &Rows, tag: Tag, out: &mut [u8]) -> Result<()> {
         let index = self.images()?;
-        let log = self
-            .logs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&tag.at)
-            .unwrap_or_default();
-        let failed = std::mem::take(&mut *log.lock().unwrap_or_else(|p| p.into_inner()));
-        if failed.is_empty() {
-            return Ok(());
-        }
-        let bad: HashMap<u64, String> = failed.into_iter().collect();
-        self.errors
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend(bad.iter().map(|(k, v)| (*k, v.clone())));
+        let bad = super::take_failed(&self.logs, tag.at, &self.errors);
         let n = self.arrays[0].sample_bytes();
-        let len = self.len();
         for (k, &row) in rows.as_slice().iter().enumerate() {
             let Some(why) = bad.get(&(row as u64)) else {
                 continue;
             };
             let slot = &mut out[k * n..(k + 1) * n];
-            let mut done = false;
-            for step in 1..len {
-                let other = (row + step) % len;
-                let known_bad = self
-                    .errors
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .contains_key(&(other as u64));
-                if !known_bad && self.decode_one(index, other, rows.epoch(), slot)? {
-                    done = true;
-                    break;
-                }
-            }
-            if !done {
+            let found = super::next_good(self.len(), row, &self.errors, |other| {
+                Ok(self
+                    .decode_one(index, other, rows.epoch(), slot)?
+                    .then_some(()))
+            })?;
+            if found.is_none() {
                 let name = &self.videos[self.video_of(row).0].name;
                 return Err(Error::new(
                     ErrorKind::Decode,

@@ -102,6 +102,85 @@ pub struct ImageIndex {
 /// reopen).
 pub type ErrorLog = Arc<Mutex<BTreeMap<u64, String>>>;
 
+/// The skip rule images and clips share: `attempt` is tried on each sample after `row` in
+/// index order (wrapping around, `len` samples) not yet in `errors`, until one gives `Some`;
+/// `None` when none does.
+pub(super) fn next_good<T>(
+    len: usize,
+    row: usize,
+    errors: &ErrorLog,
+    mut attempt: impl FnMut(usize) -> Result<Option<T>>,
+) -> Result<Option<T>> {
+    for step in 1..len {
+        let other = (row + step) % len;
+        let known_bad = errors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&(other as u64));
+        if known_bad {
+            continue;
+        }
+        if let Some(done) = attempt(other)? {
+            return Ok(Some(done));
+        }
+    }
+    Ok(None)
+}
+
+/// The samples batch `id` found not to decode (its skip log taken from `logs`), each with why,
+/// now also kept in `errors`.
+pub(super) fn take_failed(
+    logs: &Mutex<HashMap<u64, SkipLog>>,
+    id: u64,
+    errors: &ErrorLog,
+) -> HashMap<u64, String> {
+    let log = logs
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&id)
+        .unwrap_or_default();
+    let failed = std::mem::take(&mut *log.lock().unwrap_or_else(|p| p.into_inner()));
+    let bad: HashMap<u64, String> = failed.into_iter().collect();
+    errors
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .extend(bad.iter().map(|(k, v)| (*k, v.clone())));
+    bad
+}
+
+/// Runs the `extents` of sample `row` alone into `out`, their failures collected by `log`:
+/// `Ok(false)` (and the failure kept in `errors`) when it does not decode.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn decode_logged(
+    files: &dyn Files,
+    extents: &[Extent],
+    out: &mut [u8],
+    faults: Faults,
+    locate: impl Fn(usize, Error) -> Error,
+    log: &SkipLog,
+    errors: &ErrorLog,
+    row: usize,
+) -> Result<bool> {
+    crate::batch::run_extents(
+        files,
+        extents,
+        &mut [out],
+        faults,
+        Work::new(extents.len(), 0),
+        None,
+        locate,
+    )?;
+    let failed = log.lock().unwrap_or_else(|p| p.into_inner()).pop();
+    if let Some((_, why)) = failed {
+        errors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(row as u64, why);
+        return Ok(false);
+    }
+    Ok(true)
+}
+
 /// Largest image file read by default (a file of more is refused, not read whole).
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 256 << 20;
 
@@ -407,22 +486,10 @@ impl Index for ImageIndex {
     /// Replaces the images of batch `tag.at` that did not decode: each by the next sample in
     /// index order that does.
     fn fill(&self, rows: &Rows, tag: Tag, out: &mut [u8]) -> Result<()> {
-        let id = tag.at;
-        let log = self
-            .logs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&id)
-            .unwrap_or_default();
-        let failed = std::mem::take(&mut *log.lock().unwrap_or_else(|p| p.into_inner()));
-        if failed.is_empty() {
+        let bad = take_failed(&self.logs, tag.at, &self.errors);
+        if bad.is_empty() {
             return Ok(());
         }
-        let bad: HashMap<u64, String> = failed.into_iter().collect();
-        self.errors
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend(bad.iter().map(|(k, v)| (*k, v.clone())));
         let n = self.spec.sample_bytes();
         for (k, &row) in rows.as_slice().iter().enumerate() {
             let Some(why) = bad.get(&(row as u64)) else {

@@ -196,31 +196,18 @@ impl ImageIndex {
         &self,
         row: usize,
         why: &str,
-        mut attempt: impl FnMut(usize) -> Result<Option<T>>,
+        attempt: impl FnMut(usize) -> Result<Option<T>>,
     ) -> Result<T> {
-        let len = self.len();
-        for step in 1..len {
-            let other = (row + step) % len;
-            let known_bad = self
-                .errors
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .contains_key(&(other as u64));
-            if known_bad {
-                continue;
-            }
-            if let Some(done) = attempt(other)? {
-                return Ok(done);
-            }
-        }
-        Err(self.locate(
-            Tag::new(0, row as u64),
-            Error::new(
-                ErrorKind::Decode,
-                "",
-                format!("{why}; and no other image of the reader decodes to replace it"),
-            ),
-        ))
+        super::next_good(self.len(), row, &self.errors, attempt)?.ok_or_else(|| {
+            self.locate(
+                Tag::new(0, row as u64),
+                Error::new(
+                    ErrorKind::Decode,
+                    "",
+                    format!("{why}; and no other image of the reader decodes to replace it"),
+                ),
+            )
+        })
     }
 }
 

@@ -176,24 +176,16 @@ impl ImageIndex {
             }
             None => self.source_of(),
         };
-        crate::batch::run_extents(
+        super::decode_logged(
             with,
             std::slice::from_ref(&extent),
-            &mut [out],
+            out,
             self.faults(),
-            Work::new(1, 0),
-            None,
             |_, e| self.locate(Tag::new(0, row as u64), e),
-        )?;
-        let failed = log.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        if let Some((_, why)) = failed {
-            self.errors
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(row as u64, why);
-            return Ok(false);
-        }
-        Ok(true)
+            &log,
+            &self.errors,
+            row,
+        )
     }
 }
 

@@ -197,9 +197,10 @@ def _inspect_hdf5_clips(path: str) -> Report:
                     "clip-chunks",
                     "warning",
                     item.name,
-                    f"a chunk holds {rows} rows: a clip of one row decodes all {rows} "
-                    f"({human_bytes(rows * row_bytes)} for {human_bytes(row_bytes)}); as "
-                    "(N, T, ...) sequences, store one row a chunk, "
+                    f"a chunk holds {rows} rows: a clip that needs one row (a sequence of "
+                    f"(N, T, ...)) or a few (frames of a time axis) decodes all {rows} "
+                    f"({human_bytes(rows * row_bytes)} for {human_bytes(row_bytes)} a row); "
+                    "store one row a chunk, "
                     f"chunks=(1, {', '.join(str(c) for c in item.shape[1:])})",
                 )
             )
