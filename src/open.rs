@@ -167,31 +167,6 @@ pub struct Opened {
 }
 
 impl Opened {
-    /// Samples with names and, where the source has them, labels and class names.
-    fn labelled(
-        index: Arc<dyn Index>,
-        names: Vec<OsString>,
-        labels: Option<Vec<i64>>,
-        classes: Option<Vec<OsString>>,
-        label_source: Option<String>,
-    ) -> Opened {
-        Opened {
-            labels,
-            classes,
-            label_source,
-            ..Opened::plain(index, names, None)
-        }
-    }
-
-    /// The same, with the log of samples that did not decode, and the object's stamp.
-    fn with_errors(self, errors: ErrorLog, stamp: Option<ObjectStamp>) -> Opened {
-        Opened {
-            errors: Some(errors),
-            stamp,
-            ..self
-        }
-    }
-
     fn plain(index: Arc<dyn Index>, names: Vec<OsString>, stamp: Option<ObjectStamp>) -> Opened {
         Opened {
             index,
@@ -295,7 +270,7 @@ pub fn open(location: &Location, options: &Options, shard: Option<usize>) -> Res
             let remote = location.url().is_some();
             if !remote && Path::new(&location.name).is_dir() {
                 let set = videos::from_folder(Path::new(&location.name), &clips)?;
-                return Ok(from_clips(set, None));
+                return Ok(from_set(set, None));
             }
             let first = if location.ends_with_any(&HDF5_SUFFIXES) || !remote {
                 FirstRead::Head(HEAD_BYTES)
@@ -304,7 +279,7 @@ pub fn open(location: &Location, options: &Options, shard: Option<usize>) -> Res
             };
             let source = open_source(location, &options.remote, first)?;
             let stamp = stamp_of(&*source);
-            Ok(from_clips(
+            Ok(from_set(
                 clips_in(source, &clips, options.zip, shard.is_some())?,
                 stamp,
             ))
@@ -329,18 +304,6 @@ pub fn clips_in(
     let _ = named_hdf5;
     let zip = Arc::new(ZipIndex::open(source, zip)?);
     videos::from_zip(zip, clips, shard)
-}
-
-fn from_clips(set: ClipSet, stamp: Option<ObjectStamp>) -> Opened {
-    let errors = set.index.error_log();
-    Opened::labelled(
-        set.index,
-        set.names,
-        set.labels,
-        set.classes,
-        set.label_source,
-    )
-    .with_errors(errors, stamp)
 }
 
 /// The images at `location`: a folder tree, an HDF5 file (told by its name, or a local file by
@@ -392,16 +355,33 @@ pub fn images_in(
     image::open::from_zip(zip, images, shard)
 }
 
-fn from_set(set: image::ImageSet, stamp: Option<ObjectStamp>) -> Opened {
+/// Samples whose failures to decode are logged beyond their index (images, clips).
+pub trait Logged: Index + 'static {
+    /// The log of samples found not to decode.
+    fn error_log(&self) -> ErrorLog;
+}
+
+impl Logged for image::ImageIndex {
+    fn error_log(&self) -> ErrorLog {
+        image::ImageIndex::error_log(self)
+    }
+}
+
+impl Logged for image::clip::ClipIndex {
+    fn error_log(&self) -> ErrorLog {
+        image::clip::ClipIndex::error_log(self)
+    }
+}
+
+fn from_set<I: Logged>(set: image::open::Labelled<I>, stamp: Option<ObjectStamp>) -> Opened {
     let errors = set.index.error_log();
-    Opened::labelled(
-        set.index,
-        set.names,
-        set.labels,
-        set.classes,
-        set.label_source,
-    )
-    .with_errors(errors, stamp)
+    Opened {
+        labels: set.labels,
+        classes: set.classes,
+        label_source: set.label_source,
+        errors: Some(errors),
+        ..Opened::plain(set.index, set.names, stamp)
+    }
 }
 
 /// An HDF5 file from `source` (read whole into memory first with `in_memory`).

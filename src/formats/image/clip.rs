@@ -12,12 +12,12 @@
 //! its slot by the next clip (in index order, wrapping around) that decodes.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use super::{ErrorLog, ImageBytes, ImageIndex};
 use crate::batch::pool::Work;
-use crate::batch::{After, ArraySpec, Dest, Extent, Index, Piece, Plan, Rows, Tag};
+use crate::batch::{ArraySpec, Dest, Extent, Index, Piece, Plan, Rows, Tag};
 use crate::codec::image::geometry::{Crop, Draw, Element, ImageSpec, Layout};
 use crate::codec::image::{FrameSize, ImageStep, SkipLog};
 use crate::codec::Faults;
@@ -583,19 +583,9 @@ impl ClipIndex {
 
     fn plan_images(&self, index: &ImageIndex, rows: &Rows, plan: &mut Plan) -> Result<()> {
         let n = self.arrays[0].sample_bytes();
-        let log = self.skip.then(|| {
-            let id = self.next_batch.fetch_add(1, Ordering::Relaxed);
-            let log = SkipLog::default();
-            self.logs
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(id, log.clone());
-            plan.after.push(After::Fill {
-                out: 0,
-                tag: Tag::new(0, id),
-            });
-            log
-        });
+        let log = self
+            .skip
+            .then(|| super::open_log(&self.next_batch, &self.logs, plan));
         if let ImageBytes::Zip { zip, members } = &index.bytes {
             let picked: Vec<usize> = rows
                 .as_slice()

@@ -127,6 +127,25 @@ pub(super) fn next_good<T>(
     Ok(None)
 }
 
+/// A new batch's skip log, kept in `logs` under a number of its own, and the step that fills
+/// its failed samples in after its reads (see [`take_failed`]).
+pub(super) fn open_log(
+    next_batch: &AtomicU64,
+    logs: &Mutex<HashMap<u64, SkipLog>>,
+    plan: &mut Plan,
+) -> SkipLog {
+    let id = next_batch.fetch_add(1, Ordering::Relaxed);
+    let log = SkipLog::default();
+    logs.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(id, log.clone());
+    plan.after.push(After::Fill {
+        out: 0,
+        tag: Tag::new(0, id),
+    });
+    log
+}
+
 /// The samples batch `id` found not to decode (its skip log taken from `logs`), each with why,
 /// now also kept in `errors`.
 pub(super) fn take_failed(
@@ -442,19 +461,9 @@ impl Index for ImageIndex {
         } else {
             None
         };
-        let log = self.skip.then(|| {
-            let id = self.next_batch.fetch_add(1, Ordering::Relaxed);
-            let log = SkipLog::default();
-            self.logs
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(id, log.clone());
-            plan.after.push(After::Fill {
-                out: 0,
-                tag: Tag::new(0, id),
-            });
-            log
-        });
+        let log = self
+            .skip
+            .then(|| open_log(&self.next_batch, &self.logs, plan));
         if let (ImageBytes::Zip { zip, members }, None) = (&self.bytes, &staged) {
             let picked: Vec<usize> = rows.as_slice().iter().map(|&r| members[r]).collect();
             zip.prelocate(&picked, 0);

@@ -54,19 +54,24 @@ pub struct ImageOptions {
     pub threads: Option<usize>,
 }
 
-/// A source's images: the index that decodes them, their names and labels.
-pub struct ImageSet {
-    /// The images as samples.
-    pub index: Arc<ImageIndex>,
-    /// Each sample's name: a member's, a file's path, or `dataset[k]`.
+/// A source's named samples: the index that reads them (`I`: images, clips), their names and
+/// labels.
+pub struct Labelled<I> {
+    /// The samples.
+    pub index: Arc<I>,
+    /// Each sample's name: a member's, a file's path, `dataset[k]`, a clip's video.
     pub names: Vec<OsString>,
     /// Each sample's label, where the source has labels.
     pub labels: Option<Vec<i64>>,
     /// The class names by label, where the source names them.
     pub classes: Option<Vec<OsString>>,
-    /// Where the labels came from: `"folders"`, the JSON member's name, `"hdf5:<dataset>"`.
+    /// Where the labels came from: `"folders"`, the JSON member's or list file's name,
+    /// `"hdf5:<dataset>"`.
     pub label_source: Option<String>,
 }
+
+/// A source's images.
+pub type ImageSet = Labelled<ImageIndex>;
 
 fn invalid(at: impl Into<String>, msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::InvalidArgument, at, msg)

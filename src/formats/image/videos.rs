@@ -112,18 +112,7 @@ pub fn episodes_of(values: &[i64], total: usize, at: &str) -> Result<Vec<(usize,
 }
 
 /// A source's clips: the index, each sample's name (its video's) and label.
-pub struct ClipSet {
-    /// The clips as samples.
-    pub index: Arc<ClipIndex>,
-    /// Each sample's name: its video's.
-    pub names: Vec<OsString>,
-    /// Each sample's label, where the source has labels.
-    pub labels: Option<Vec<i64>>,
-    /// The class names by label, where class folders name them.
-    pub classes: Option<Vec<OsString>>,
-    /// Where the labels came from: `"folders"` or the list file.
-    pub label_source: Option<String>,
-}
+pub type ClipSet = super::open::Labelled<ClipIndex>;
 
 /// A name's natural sort key ([`natural_key`]).
 pub type NaturalKey = Vec<Vec<u32>>;
