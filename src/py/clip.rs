@@ -1,17 +1,15 @@
 //! Bindings for clips: `ClipFile`, the batch reader of clips of frame folders on disk or in a
 //! ZIP archive (`packread.ClipReader` names, labels and describes them).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use pyo3::prelude::*;
 
 use super::detached::Detached;
 use super::errors::{invalid_argument, IntoPyResult};
-use super::reader::Reader;
 use super::samples::SampleSet;
 use super::source::open_with;
-use crate::batch::{Batches, Index};
+use crate::batch::Index;
 use crate::formats::image::clip::ClipIndex;
 
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -40,11 +38,7 @@ impl ClipFile {
             return Err(invalid_argument(py, "not clip options"));
         };
         let zip = options.zip;
-        let folder: Option<PathBuf> = source
-            .extract::<PathBuf>()
-            .ok()
-            .filter(|p| !p.to_str().is_some_and(crate::remote::is_url) && p.is_dir());
-        let set = match folder {
+        let set = match super::samples::folder_of(source) {
             Some(root) => py
                 .detach(|| crate::formats::image::videos::from_folder(&root, &clips))
                 .py_err(py)?,
@@ -52,19 +46,9 @@ impl ClipFile {
                 crate::open::clips_in(s, &clips, zip, false)
             })?,
         };
-        let reader = Py::new(py, Reader::new(py, set.index.clone() as Arc<dyn Batches>)?)?;
-        let base = SampleSet::new(
-            reader,
-            Index::location(&*set.index),
-            Index::len(&*set.index),
-            set.names,
-            set.labels,
-            set.classes,
-            set.label_source,
-            set.index.error_log(),
-        );
+        let (base, index) = SampleSet::of(py, set)?;
         Ok(PyClassInitializer::from(base).add_subclass(ClipFile {
-            index: Detached::new(set.index),
+            index: Detached::new(index),
         }))
     }
 

@@ -1,7 +1,6 @@
 //! Bindings for encoded images: `ImageFile`, the batch reader of images in a ZIP archive or in
 //! files (`packread.ImageReader` finds them, names them and labels them).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use pyo3::prelude::*;
@@ -9,10 +8,9 @@ use pyo3::prelude::*;
 use super::detached::Detached;
 use super::errors::{invalid_argument, to_py, IntoPyResult};
 use super::options::Dict;
-use super::reader::Reader;
 use super::samples::SampleSet;
 use super::source::open_with;
-use crate::batch::{Batches, Index};
+use crate::batch::Index;
 use crate::codec::image::Limits;
 use crate::error::{Error, ErrorKind};
 use crate::formats::image::ImageIndex;
@@ -56,11 +54,7 @@ impl ImageFile {
             )?,
             ..zip
         };
-        let folder: Option<PathBuf> = source
-            .extract::<PathBuf>()
-            .ok()
-            .filter(|p| !p.to_str().is_some_and(crate::remote::is_url) && p.is_dir());
-        let set = match folder {
+        let set = match super::samples::folder_of(source) {
             Some(root) => py
                 .detach(|| crate::formats::image::open::from_folder(&root, &images))
                 .py_err(py)?,
@@ -68,19 +62,9 @@ impl ImageFile {
                 crate::open::images_in(s, &images, zip, false)
             })?,
         };
-        let reader = Py::new(py, Reader::new(py, set.index.clone() as Arc<dyn Batches>)?)?;
-        let base = SampleSet::new(
-            reader,
-            Index::location(&*set.index),
-            Index::len(&*set.index),
-            set.names,
-            set.labels,
-            set.classes,
-            set.label_source,
-            set.index.error_log(),
-        );
+        let (base, index) = SampleSet::of(py, set)?;
         Ok(PyClassInitializer::from(base).add_subclass(ImageFile {
-            index: Detached::new(set.index),
+            index: Detached::new(index),
         }))
     }
 

@@ -3,12 +3,17 @@
 //! decode, and the batch reader. `ImageFile` and `ClipFile` extend it with their own index.
 
 use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use super::reader::Reader;
+use crate::batch::{Batches, Index};
+use crate::formats::image::open::Labelled;
 use crate::formats::image::ErrorLog;
+use crate::open::Logged;
 
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SampleSet>()?;
@@ -29,29 +34,30 @@ pub struct SampleSet {
 }
 
 impl SampleSet {
-    /// The set read by `reader`, of `len` samples at `location`, its failures kept in `errors`.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn new(
-        reader: Py<Reader>,
-        location: String,
-        len: usize,
-        names: Vec<OsString>,
-        labels: Option<Vec<i64>>,
-        classes: Option<Vec<OsString>>,
-        label_source: Option<String>,
-        errors: ErrorLog,
-    ) -> SampleSet {
-        SampleSet {
+    /// The base of a binding over `set` (its batch reader, names, labels and log), and the
+    /// index the binding keeps.
+    pub(super) fn of<I: Logged>(py: Python<'_>, set: Labelled<I>) -> PyResult<(SampleSet, Arc<I>)> {
+        let reader = Py::new(py, Reader::new(py, set.index.clone() as Arc<dyn Batches>)?)?;
+        let base = SampleSet {
             reader,
-            names,
-            labels,
-            classes,
-            label_source,
-            location,
-            len,
-            errors,
-        }
+            names: set.names,
+            labels: set.labels,
+            classes: set.classes,
+            label_source: set.label_source,
+            location: Index::location(&*set.index),
+            len: Index::len(&*set.index),
+            errors: set.index.error_log(),
+        };
+        Ok((base, set.index))
     }
+}
+
+/// The local folder `source` names (a tree read from disk), if it names one.
+pub(super) fn folder_of(source: &Bound<'_, PyAny>) -> Option<PathBuf> {
+    source
+        .extract::<PathBuf>()
+        .ok()
+        .filter(|p| !p.to_str().is_some_and(crate::remote::is_url) && p.is_dir())
 }
 
 #[pymethods]

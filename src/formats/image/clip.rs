@@ -11,7 +11,7 @@
 //! With `skip` (Python's `on_error="skip"`), a clip whose frame does not decode is replaced in
 //! its slot by the next clip (in index order, wrapping around) that decodes.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
@@ -389,14 +389,6 @@ impl ClipIndex {
     /// The log [`errors`](ClipIndex::errors) reads, to keep beyond this index.
     pub fn error_log(&self) -> ErrorLog {
         Arc::clone(&self.errors)
-    }
-
-    /// Every sample found not to decode so far (with `skip`), with why.
-    pub fn errors(&self) -> BTreeMap<u64, String> {
-        self.errors
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
     }
 
     /// The video of sample `row` and which of its clips it is.
