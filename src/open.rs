@@ -272,12 +272,7 @@ pub fn open(location: &Location, options: &Options, shard: Option<usize>) -> Res
                 let set = videos::from_folder(Path::new(&location.name), &clips)?;
                 return Ok(from_set(set, None));
             }
-            let first = if location.ends_with_any(&HDF5_SUFFIXES) || !remote {
-                FirstRead::Head(HEAD_BYTES)
-            } else {
-                FirstRead::Tail(TAIL_BYTES)
-            };
-            let source = open_source(location, &options.remote, first)?;
+            let source = open_source(location, &options.remote, first_read(location))?;
             let stamp = stamp_of(&*source);
             Ok(from_set(
                 clips_in(source, &clips, options.zip, shard.is_some())?,
@@ -306,6 +301,17 @@ pub fn clips_in(
     videos::from_zip(zip, clips, shard)
 }
 
+/// What an open of a file that is an archive or an HDF5 file (images, clips) fetches first: a
+/// local file or an object named as HDF5 from its head (the superblock), an archive object from
+/// its tail (the directory).
+fn first_read(location: &Location) -> FirstRead {
+    if location.url().is_none() || location.ends_with_any(&HDF5_SUFFIXES) {
+        FirstRead::Head(HEAD_BYTES)
+    } else {
+        FirstRead::Tail(TAIL_BYTES)
+    }
+}
+
 /// The images at `location`: a folder tree, an HDF5 file (told by its name, or a local file by
 /// its signature) or an archive.
 fn open_images(
@@ -321,13 +327,7 @@ fn open_images(
             None,
         ));
     }
-    let named_hdf5 = location.ends_with_any(&HDF5_SUFFIXES);
-    let first = if named_hdf5 || !remote {
-        FirstRead::Head(HEAD_BYTES)
-    } else {
-        FirstRead::Tail(TAIL_BYTES)
-    };
-    let source = open_source(location, &options.remote, first)?;
+    let source = open_source(location, &options.remote, first_read(location))?;
     let stamp = stamp_of(&*source);
     Ok(from_set(
         images_in(source, images, options.zip, shard)?,

@@ -112,11 +112,7 @@ class LabelledReader(ArrayReader):
         ['00.png', '01.png']
         """
         if self._names is None:
-            self._check_open()
-            out: list[str] = []
-            for k in range(len(self._paths)):
-                out.extend(self._set.shard_names(k))
-            self._names = out
+            self._names = self._shard_names()
         return list(self._names)
 
     def _one_file(self, what: str) -> Any:

@@ -225,6 +225,14 @@ class ArrayReader(Closable):
         self.samples_per_chunk = int(self._set.samples_per_chunk)
         return self._set
 
+    def _shard_names(self) -> list[str]:
+        """Every shard's sample names, shards in turn (each shard opened to list its own)."""
+        self._check_open()
+        out: list[str] = []
+        for k in range(len(self._paths)):
+            out.extend(self._set.shard_names(k))
+        return out
+
     def _state(self) -> dict[str, Any] | None:
         """What a pickle carries beyond the source and options: the shards' counted state."""
         return None if self._set is None or isinstance(self._set, _Closed) else self._set.state()

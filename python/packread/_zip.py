@@ -189,11 +189,7 @@ class ZipReader(SampleKeys, ArrayReader):
         ['img/00.raw', 'img/01.raw']
         """
         if self._names is None:
-            self._check_open()
-            out: list[str] = []
-            for k in range(len(self._paths)):
-                out.extend(self._set.shard_names(k))
-            self._names = out
+            self._names = self._shard_names()
         return list(self._names)
 
     def __contains__(self, name: object) -> bool:
