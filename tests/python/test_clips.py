@@ -686,3 +686,16 @@ def test_grey_frames_like_the_seeds(tmp_path):
     plain = r.batch([0])[0]
     assert any(np.array_equal(f, plain[:, :, ::-1]) for f in flipped)
     assert any(np.array_equal(f, plain) for f in flipped)
+
+
+def test_an_empty_video_folder_in_a_zip(small, tmp_path):
+    path = str(tmp_path / "small.zip")
+    zip_tree(small, path)
+    with zipfile.ZipFile(path, "a") as z:
+        z.writestr("v0/", b"")  # a folder's own entry, beside its frames
+        z.writestr("v2/", b"")  # an empty video
+    with pytest.raises(packread.InvalidArgumentError, match=r"v2.*without frames"):
+        packread.ClipReader(path, 2)
+    r = packread.ClipReader(path, 2, short="skip")
+    assert len(r) == 2
+    assert [n.split(":")[-1] for n in r.names()] == ["v0", "v1"]

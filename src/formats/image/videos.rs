@@ -329,7 +329,12 @@ fn frames_in(dir: &Path) -> Result<Vec<PathBuf>> {
     for entry in entries {
         let entry = entry.map_err(|e| Error::io(&shown, e))?;
         let name = entry.file_name();
-        if is_image(name.as_bytes()) && !std::fs::metadata(entry.path()).is_ok_and(|m| m.is_dir()) {
+        // A file's type comes with the listing; only a link needs a stat to tell a folder.
+        let folder = entry.file_type().is_ok_and(|t| {
+            t.is_dir()
+                || (t.is_symlink() && std::fs::metadata(entry.path()).is_ok_and(|m| m.is_dir()))
+        });
+        if is_image(name.as_bytes()) && !folder {
             files.push((natural_key(&name), entry.path()));
         }
     }
@@ -492,12 +497,17 @@ pub fn from_zip(zip: Arc<ZipIndex>, options: &ClipOptions, shard: bool) -> Resul
     // Folders beside the videos holding no frames: videos without frames.
     let mut empty: Vec<String> = Vec::new();
     if options.list.is_none() && options.images.members == Members::All {
+        // Every folder that holds frames, or holds a folder that does (looked up once each).
+        let mut holding: BTreeSet<&str> = BTreeSet::new();
+        for d in dirs.keys() {
+            let mut at = d.as_str();
+            while !at.is_empty() && holding.insert(at) {
+                at = dirname(at);
+            }
+        }
         for m in zip.members() {
             let name = m.name().trim_end_matches('/');
-            if m.name().ends_with('/')
-                && parents.contains(dirname(name))
-                && !dirs.contains_key(name)
-                && !dirs.keys().any(|d| d.starts_with(&format!("{name}/")))
+            if m.name().ends_with('/') && parents.contains(dirname(name)) && !holding.contains(name)
             {
                 empty.push(name.to_string());
             }
