@@ -18,6 +18,9 @@ pub enum ErrorKind {
     NpyFormat,
     /// Malformed ZIP structure, CRC mismatch, corrupt deflate stream.
     BadZip,
+    /// Malformed tar structure: a header that does not check out, a size past the end, a
+    /// lying PAX record, a key that occurs twice.
+    BadTar,
     /// Malformed HDF5 metadata or chunk.
     Hdf5,
     /// A header asks for more than the configured limits allow.

@@ -3,6 +3,7 @@
 //! of one file and for each shard of many (`batch::shards` calls back here, never into the
 //! binding), so that every option reaches every shard and a pattern selects alike in each.
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -12,6 +13,7 @@ use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::formats::image::videos::{self, ClipOptions, ClipSet};
 use crate::formats::image::{self, ErrorLog, ImageOptions};
+use crate::formats::keyed::{self, KeyedOptions, KeyedSet};
 use crate::formats::zip::{self, Members, ZipIndex, ZipLimits, ZipSamples};
 use crate::remote::{Caches, FirstRead, ObjectStamp, RemoteFile, StoreOptions};
 use crate::source::{self, Source};
@@ -131,6 +133,18 @@ pub enum Format {
     Images(ImageOptions),
     /// Clips of videos stored as frame folders, on disk or in archives.
     Clips(ClipOptions),
+    /// Samples of several members grouped by key (WebDataset's layout), in tar or ZIP
+    /// archives.
+    Keyed(KeyedFormat),
+}
+
+/// Keyed samples' options, and the archive format they are read from.
+#[derive(Debug, Clone)]
+pub struct KeyedFormat {
+    /// Tar archives (else ZIP).
+    pub tar: bool,
+    /// The fields and how they are read.
+    pub options: KeyedOptions,
 }
 
 /// Everything a reader was given, for its one file or every shard.
@@ -164,6 +178,8 @@ pub struct Opened {
     pub stamp: Option<ObjectStamp>,
     /// Samples stored (and decoded) together.
     pub samples_per_chunk: usize,
+    /// Samples left out for a missing field: `(key, batch key)` (keyed samples).
+    pub skipped: Vec<(String, String)>,
 }
 
 impl Opened {
@@ -177,6 +193,7 @@ impl Opened {
             errors: None,
             stamp,
             samples_per_chunk: 1,
+            skipped: Vec::new(),
         }
     }
 }
@@ -257,6 +274,38 @@ pub fn open(location: &Location, options: &Options, shard: Option<usize>) -> Res
             }
             open_images(location, &images, options, shard.is_some())
         }
+        Format::Keyed(keyed) => {
+            let mut keyed = keyed.clone();
+            keyed.options.images.threads = options.threads;
+            if let Some(k) = shard {
+                // Sample 0 of every shard would crop alike otherwise.
+                let images = &mut keyed.options.images;
+                images.seed = images
+                    .seed
+                    .wrapping_add((k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            }
+            // A tar is walked from its start; a ZIP object's directory is at its end.
+            let first = if keyed.tar || location.url().is_none() {
+                FirstRead::Head(HEAD_BYTES)
+            } else {
+                FirstRead::Tail(TAIL_BYTES)
+            };
+            let source = open_source(location, &options.remote, first)?;
+            let stamp = stamp_of(&*source);
+            let set = keyed_in(
+                source,
+                &keyed,
+                options.zip,
+                &options.remote.caches,
+                options.threads,
+            )?;
+            let errors = set.index.error_log();
+            Ok(Opened {
+                errors: Some(errors),
+                skipped: set.skipped,
+                ..Opened::plain(set.index, set.names, stamp)
+            })
+        }
         Format::Clips(clips) => {
             let mut clips = clips.clone();
             clips.images.threads = options.threads;
@@ -280,6 +329,29 @@ pub fn open(location: &Location, options: &Options, shard: Option<usize>) -> Res
             ))
         }
     }
+}
+
+/// The keyed samples of the tar or ZIP archive at `source`.
+pub fn keyed_in(
+    source: Arc<dyn Source>,
+    keyed: &KeyedFormat,
+    zip: ZipLimits,
+    caches: &Caches,
+    threads: Option<usize>,
+) -> Result<KeyedSet> {
+    let index = if keyed.tar {
+        // A local file's walk is kept in the index cache too (an object's is, by its source).
+        let local = match &caches.index {
+            Some(dir) if !source.waits() && source.bytes().is_none() => {
+                crate::remote::local_index(dir, Path::new(source.name()))
+            }
+            _ => None,
+        };
+        ZipIndex::from_tar(source, zip, local.as_ref())?
+    } else {
+        ZipIndex::open(source, zip)?
+    };
+    keyed::open(Arc::new(index), &keyed.options, threads)
 }
 
 /// The clips of an archive holding frame folders at `source`.
@@ -367,6 +439,12 @@ impl Logged for image::ImageIndex {
     }
 }
 
+impl Logged for keyed::KeyedIndex {
+    fn error_log(&self) -> ErrorLog {
+        keyed::KeyedIndex::error_log(self)
+    }
+}
+
 impl Logged for image::clip::ClipIndex {
     fn error_log(&self) -> ErrorLog {
         image::clip::ClipIndex::error_log(self)
@@ -424,6 +502,8 @@ pub struct ShardState {
     pub first: usize,
     /// Samples stored (and decoded) together, in the first shard.
     pub samples_per_chunk: usize,
+    /// Samples left out for a missing field (keyed samples): `(shard, key, batch key)`.
+    pub skipped: Vec<(usize, String, String)>,
 }
 
 /// Shard `k` (at `locations[k]`) must hold what the first shard holding samples holds.
@@ -533,12 +613,37 @@ pub fn count(
         stamps: Vec::with_capacity(locations.len()),
         first: 0,
         samples_per_chunk: 1,
+        skipped: Vec::new(),
     };
     let mut found = false;
     let mut labelled: Vec<Option<Vec<i64>>> = Vec::new();
     let mut kept = Vec::new();
+    // Keyed samples: which shard each key is in (a key in two shards is two samples that
+    // webdataset would read as one, or not: refused).
+    let mut keys: HashMap<OsString, usize> = HashMap::new();
+    let keyed = matches!(options.format, Format::Keyed(_));
     for (k, location) in locations.iter().enumerate() {
         let one = open(location, options, Some(k))?;
+        state.skipped.extend(
+            one.skipped
+                .iter()
+                .map(|(key, f)| (k, key.clone(), f.clone())),
+        );
+        if keyed {
+            for name in &one.names {
+                if let Some(other) = keys.insert(name.clone(), k) {
+                    return Err(Error::new(
+                        ErrorKind::Inconsistent,
+                        crate::source::shown(Path::new(&location.name)),
+                        format!(
+                            "key {:?} is in two shards: this one and {}",
+                            name.to_string_lossy(),
+                            crate::source::shown(Path::new(&locations[other].name))
+                        ),
+                    ));
+                }
+            }
+        }
         state.stamps.push(one.stamp.clone());
         state.lengths.push(one.index.len());
         if let Some(log) = &one.errors {
@@ -575,6 +680,7 @@ pub fn count(
             Format::Zip(z) => Some(&z.members),
             Format::Images(i) => Some(&i.members),
             Format::Clips(c) => Some(&c.images.members),
+            Format::Keyed(_) => None,
             #[cfg(feature = "hdf5")]
             Format::Hdf5(_) => None,
         };

@@ -11,6 +11,7 @@ from ._common import BatchReader, PendingBatch
 from ._deprecated import warn as _warn
 from ._hdf5 import HDF5Dataset, HDF5Reader
 from ._image import ImageReader
+from ._keyed import TarReader
 from ._npy import NpyReader, load_npy
 from ._npz import NpzReader, load_npz
 from ._open import open, open_reader
@@ -20,6 +21,7 @@ from ._reader import ArrayReader
 from ._shards import Shard
 from ._zip import ZipMemberInfo, ZipReader
 from .errors import (
+    BadTarError,
     BadZipError,
     DecodeError,
     HDF5Error,
@@ -38,6 +40,7 @@ from .errors import (
 
 __all__ = [
     "ArrayReader",
+    "BadTarError",
     "BadZipError",
     "BatchReader",
     "ClipReader",
@@ -63,6 +66,7 @@ __all__ = [
     "ReaderClosedError",
     "Remote",
     "Shard",
+    "TarReader",
     "UnsupportedError",
     "ZipMemberInfo",
     "ZipReader",

@@ -166,8 +166,11 @@ class SampleKeys:
     the arrays a batch holds, as on every reader. A reader whose samples have no names (rows
     of an array, new in this release) names its arrays already."""
 
+    #: Whether the reader names its arrays already (new modes, such as ``fields=``).
+    _names_arrays: bool = False
+
     def keys(self) -> list[str]:
-        if self.names() is None:  # type: ignore[attr-defined]
+        if self._names_arrays or self.names() is None:  # type: ignore[attr-defined]
             return super().keys()  # type: ignore[misc,no-any-return]
         warn(
             f"{type(self).__name__}.keys() names the samples",

@@ -17,7 +17,7 @@ from ._deprecated import GROUPED, fold, source_names
 from ._hdf5 import HDF5_SUFFIXES
 from ._options import DEFAULT_MAX_IMAGE_BYTES, ImageDecode, Limits, Remote
 from ._reader import ArrayReader, check_ragged
-from ._registry import Format, head_of, register
+from ._registry import Format, head_of, identify, register
 from ._sources import (
     BYTES,
     FILE,
@@ -40,6 +40,9 @@ IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tif
 
 #: The JSON member read for labels when ``labels`` is not given (the tutorial's convention).
 LABELS_MEMBER = "dataset.json"
+
+#: The formats whose files this reader reads images from (and folder trees).
+IMAGE_CONTAINERS = ("zip", "hdf5")
 
 #: Options only the image reader takes: given any, a source is read as images.
 IMAGE_OPTIONS = frozenset({"decode", "images", "labels", "augment_seed", "on_error"})
@@ -341,7 +344,10 @@ def _claims(src: Source, options: dict[str, Any]) -> bool:
     archive of images."""
     given = set(options)
     if given & IMAGE_OPTIONS or given & _OLD_IMAGE_OPTIONS:
-        return True
+        # Unless the file is of a format whose files hold no images this reader reads.
+        folders = src.kind == FOLDER or (src.kind == FILES and os.path.isdir(src.first))
+        own = None if folders else identify(src)
+        return own is None or own.name in IMAGE_CONTAINERS
     if src.kind == FOLDER:
         return is_image_tree(src.value)
     if src.kind == FILES and os.path.isdir(src.first):

@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any, Union
 
-from . import _clip, _hdf5, _image, _npy, _npz, _zip  # noqa: F401  (each registers its format)
+from . import _clip, _hdf5, _image, _keyed, _npy, _npz, _zip  # noqa: F401  (each registers its format)
 from ._common import BatchReader
 from ._deprecated import GROUPED, RENAMED, source_names, unknown, warn
 from ._registry import Format, detect, get

@@ -7,6 +7,7 @@ source, and what a reader declares it can do for :mod:`packread.torch`."""
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Sequence
 from typing import Any, ClassVar, Union
 
@@ -27,6 +28,7 @@ from ._remote import open_remote
 from ._shards import Shard, check_max_open, open_set, shard_list
 from ._sources import FILES, FOLDER, MAPPING, OBJECT, URL, Source, in_place
 from .errors import (
+    DecodeError,
     IndexOutOfRangeError,
     InvalidArgumentError,
     MissingKeyError,
@@ -60,8 +62,8 @@ class ArrayInfo:
         self.name = name
         self.dtype = dtype
         self.shape = shape
-        #: ``None`` for a fixed-size array, else ``"array"``, ``"bytes"``, ``"unicode"`` or
-        #: ``"images"``.
+        #: ``None`` for a fixed-size array, else ``"array"``, ``"bytes"``, ``"unicode"``,
+        #: ``"images"``, ``"text"`` (UTF-8 bytes, given as ``str``) or ``"json"`` (parsed).
         self.ragged = ragged
         #: Its position among the extension reader's arrays; ``None`` for an array the reader
         #: holds in Python (labels).
@@ -94,13 +96,24 @@ def ragged_values(info: ArrayInfo, taken: tuple[Any, ...], mode: str) -> Any:
     if mode == "flat":
         return values, offsets
     bounds = offsets.tolist()
-    if info.ragged == "bytes":
+    if info.ragged in ("bytes", "text", "json"):
         raw = values.tobytes()
-        return [raw[a:b] for a, b in itertools.pairwise(bounds)]
+        items = [raw[a:b] for a, b in itertools.pairwise(bounds)]
+        if info.ragged == "bytes":
+            return items
+        return [_parse(info, k, item) for k, item in enumerate(items)]
     if info.ragged == "unicode":
         text = values.astype("<u4", copy=False)
         return [text[a:b].tobytes().decode("utf-32-le") for a, b in itertools.pairwise(bounds)]
     return [values[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def _parse(info: ArrayInfo, k: int, item: bytes) -> Any:
+    """A text or JSON sample's bytes, decoded (UTF-8) or parsed, as webdataset decodes them."""
+    try:
+        return json.loads(item) if info.ragged == "json" else item.decode("utf-8")
+    except ValueError as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise DecodeError(f"{info.name!r} of sample {k} of the batch: {e}") from None
 
 
 class ArrayReader(Closable):

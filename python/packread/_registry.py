@@ -155,23 +155,22 @@ def head_of(source: Source) -> Callable[[int], bytes] | None:
     return None
 
 
-def detect(source: Source, options: dict[str, Any]) -> Format:
-    """The format of ``source``, given with ``options``: first a format whose reader requires
-    options and is given them all, then the first format that claims it, then by suffix and
-    by leading bytes."""
-    given = set(options)
-    for fmt in _FORMATS.values():
-        required = bool(fmt.required) and fmt.required <= given
-        if required and (fmt.claims is None or fmt.claims(source, options)):
-            return fmt
-    for fmt in _FORMATS.values():
-        if fmt.claims is not None and fmt.claims(source, options):
-            return fmt
+def takes(fmt: Format, options: dict[str, Any]) -> bool:
+    """Whether ``fmt``'s reader takes the ``options`` given: none of them is another format's
+    and not its own (an earlier release's name, which no format lists, is left to the
+    reader)."""
+    others: set[str] = set()
+    for f in _FORMATS.values():
+        if f is not fmt:
+            others |= f.options
+    return not (set(options) - fmt.options - fmt.old_options) & others
+
+
+def identify(source: Source) -> Format | None:
+    """The format a file's name (its suffix) or, failing that, its first bytes say; ``None``
+    for a folder, a mapping, or a file neither tells."""
     if source.kind in (FOLDER, MAPPING):
-        raise InvalidArgumentError(
-            f"{source.name}: cannot tell what this {source.kind} holds (a folder of .npy or "
-            ".npz files, or an ImageFolder tree of images); pass format="
-        )
+        return None
     name = source.first.lower() if source.kind in (FILE, FILES, URL, OBJECT) else ""
     for fmt in _FORMATS.values():
         if fmt.suffixes and name.endswith(fmt.suffixes):
@@ -181,6 +180,29 @@ def detect(source: Source, options: dict[str, Any]) -> Format:
         for fmt in _FORMATS.values():
             if fmt.magic is not None and fmt.magic(head):
                 return fmt
+    return None
+
+
+def detect(source: Source, options: dict[str, Any]) -> Format:
+    """The format of ``source``, given with ``options``: first a format whose reader requires
+    options and is given them all, then the first format that claims it and takes the options
+    given, then by suffix and by leading bytes."""
+    given = set(options)
+    for fmt in _FORMATS.values():
+        required = bool(fmt.required) and fmt.required <= given
+        if required and (fmt.claims is None or fmt.claims(source, options)):
+            return fmt
+    for fmt in _FORMATS.values():
+        if fmt.claims is not None and takes(fmt, options) and fmt.claims(source, options):
+            return fmt
+    if source.kind in (FOLDER, MAPPING):
+        raise InvalidArgumentError(
+            f"{source.name}: cannot tell what this {source.kind} holds (a folder of .npy or "
+            ".npz files, or an ImageFolder tree of images); pass format="
+        )
+    found = identify(source)
+    if found is not None:
+        return found
     known = ", ".join(s for f in _FORMATS.values() for s in f.suffixes)
     raise InvalidArgumentError(
         f"{source.name}: cannot tell the format (expected {known}, or a folder of .npy or "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Union
 
 import numpy as np
@@ -11,8 +11,9 @@ import numpy as np
 from . import _packread
 from ._common import Indices, PendingBatch, check_num_threads
 from ._deprecated import SampleKeys, fold, source_names, warn
-from ._options import Limits, Remote
-from ._reader import ArrayReader, Out
+from ._keyed import Fields, KeyedSamples, keyed_binding, open_keyed
+from ._options import ImageDecode, Limits, Remote
+from ._reader import ArrayReader, Out, check_ragged
 from ._registry import Format, register
 from ._sources import classify
 from .errors import (
@@ -95,6 +96,10 @@ class ZipReader(SampleKeys, ArrayReader):
     """
 
     format = "zip"
+    #: Whether the samples are members grouped by key (``fields=``).
+    _keyed: bool = False
+    _keyed_inner: Any = None
+    _keyed_names: list[str] | None = None
 
     @source_names("ZipReader", "path")
     def __init__(
@@ -104,6 +109,13 @@ class ZipReader(SampleKeys, ArrayReader):
         members: str | Sequence[str] | None = None,
         dtype: Any = None,
         shape: Sequence[int] | None = None,
+        fields: Fields = None,
+        kinds: Mapping[str, str] | None = None,
+        decode: ImageDecode | None = None,
+        augment_seed: int = 0,
+        on_error: str = "raise",
+        on_missing: str = "raise",
+        ragged: str = "list",
         verify_crc: bool = True,
         num_threads: int | None = None,
         remote: Remote | dict[str, Any] | None = None,
@@ -122,6 +134,13 @@ class ZipReader(SampleKeys, ArrayReader):
         members: Any = None,
         dtype: Any = None,
         shape: Any = None,
+        fields: Any = None,
+        kinds: Any = None,
+        decode: Any = None,
+        augment_seed: int = 0,
+        on_error: str = "raise",
+        on_missing: str = "raise",
+        ragged: str = "list",
         verify_crc: bool = True,
         num_threads: int | None = None,
         remote: Any = None,
@@ -130,6 +149,34 @@ class ZipReader(SampleKeys, ArrayReader):
         max_open_shards: Any = None,
     ) -> None:
         remote, limits = Remote._of(remote), Limits._of(limits)
+        if fields is not None:
+            self._setup_keyed(
+                source,
+                state,
+                {
+                    "fields": fields,
+                    "kinds": kinds,
+                    "decode": ImageDecode._of(decode),
+                    "augment_seed": int(augment_seed),
+                    "on_error": on_error,
+                    "on_missing": on_missing,
+                    "ragged": ragged,
+                    "verify_crc": bool(verify_crc),
+                    "num_threads": check_num_threads(num_threads),
+                    "remote": remote,
+                    "limits": limits,
+                    "shard_index": shard_index,
+                    "max_open_shards": max_open_shards,
+                },
+                (members, dtype, shape),
+            )
+            return
+        keyed_only = {"kinds": kinds, "decode": decode, "on_missing": on_missing != "raise"}
+        given = [k for k, v in keyed_only.items() if v]
+        if given:
+            raise InvalidArgumentError(
+                f"ZipReader: {given[0]}= applies to samples grouped by key; pass fields="
+            )
         members = members_option(members)
         shape = None if shape is None else tuple(int(d) for d in shape)
         self._kwargs = {
@@ -176,6 +223,59 @@ class ZipReader(SampleKeys, ArrayReader):
         if dtype is not None:
             self._arrays["data"].dtype = np.dtype(dtype)
 
+    def _setup_keyed(
+        self, source: Any, state: dict[str, Any] | None, kwargs: dict[str, Any], raw: Any
+    ) -> None:
+        """Members grouped into samples by key (``fields=``), as :class:`TarReader` reads a
+        tar's."""
+        if any(v is not None for v in raw):
+            raise InvalidArgumentError(
+                "ZipReader: members=, dtype= and shape= select raw members; with fields= the "
+                "samples are keys"
+            )
+        self._keyed = self._names_arrays = True
+        self._ragged = check_ragged(kwargs["ragged"])
+        self._kwargs = kwargs
+        options = keyed_binding(
+            kwargs["fields"],
+            kwargs["kinds"],
+            kwargs["decode"],
+            kwargs["augment_seed"],
+            kwargs["on_error"],
+            kwargs["on_missing"],
+            kwargs["num_threads"],
+            kwargs["remote"],
+            kwargs["limits"],
+        )
+        options["verify_crc"] = kwargs["verify_crc"]
+        self.decode = kwargs["decode"]
+        self.varies_by_epoch = self.decode.varies_by_epoch
+        self._source = source
+        self._readers = {}
+        src = classify(source, kwargs["remote"])
+        open_keyed(
+            self,
+            "zip",
+            src,
+            options,
+            kwargs["remote"],
+            kwargs["shard_index"],
+            kwargs["max_open_shards"],
+            state,
+            5,  # this, _setup, __init__, the deprecated-names wrapper, the caller
+        )
+        self._names = self._keyed_names
+
+    @property
+    def skipped(self) -> list[tuple[str, str, str]]:
+        """With ``fields=``: ``(archive, key, batch key)`` of every sample left out for a
+        missing field (``on_missing="skip"``); ``[]`` otherwise.
+
+        >>> ZipReader("train.zip").skipped
+        []
+        """
+        return KeyedSamples.skipped.fget(self) if self._keyed else []  # type: ignore[attr-defined]
+
     @property
     def path(self) -> str:
         """The archive's path (the first archive's, for a reader of several)."""
@@ -196,6 +296,11 @@ class ZipReader(SampleKeys, ArrayReader):
         return isinstance(name, str) and name in self.names()
 
     def _one_archive(self, what: str) -> Any:
+        if self._keyed:
+            raise UnsupportedError(
+                f"{self._describe()}: {what} of members; with fields= the samples are keys "
+                "(open the archive without fields= for its members)"
+            )
         if self._inner is None:
             raise UnsupportedError(
                 f"{self._describe()}: {what} of a reader of several archives; open one: "
@@ -279,6 +384,8 @@ class ZipReader(SampleKeys, ArrayReader):
         >>> ZipReader("train.zip").batch_async([1, 2]).result().shape
         (2, 3072)
         """
+        if self._keyed and not deprecated:
+            return ArrayReader.batch_async(self, idx, out=out, epoch=epoch)
         rows = self._rows(idx)
         if deprecated:
             return self._batch_as(rows, out, deprecated)

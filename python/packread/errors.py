@@ -6,9 +6,11 @@ numpy or zipfile would already catch (``ValueError``, ``OSError``, ``zipfile.Bad
 
 from __future__ import annotations
 
+import tarfile
 import zipfile
 
 __all__ = [
+    "BadTarError",
     "BadZipError",
     "DecodeError",
     "HDF5Error",
@@ -69,6 +71,11 @@ class NpyFormatError(PackreadError, ValueError):
 
 class BadZipError(PackreadError, zipfile.BadZipFile):
     """A malformed ZIP archive, a CRC mismatch or a corrupt deflate stream."""
+
+
+class BadTarError(PackreadError, tarfile.ReadError):
+    """A malformed tar archive: a header whose checksum does not match, a member running past
+    the end of the file, a lying PAX record, a key that occurs twice in one shard."""
 
 
 class HDF5Error(PackreadError, OSError):

@@ -16,6 +16,10 @@ pub enum RaggedKind {
     Text,
     /// Images at their own sizes, each of the shape its entry in [`RaggedBatch::shapes`] gives.
     Images,
+    /// UTF-8 text, as bytes (a keyed sample's `.txt`: Python decodes it).
+    Utf8,
+    /// JSON documents, as bytes (a keyed sample's `.json`: Python parses them).
+    Json,
 }
 
 impl std::fmt::Display for RaggedKind {
@@ -25,6 +29,8 @@ impl std::fmt::Display for RaggedKind {
             RaggedKind::Bytes => "byte strings",
             RaggedKind::Text => "strings",
             RaggedKind::Images => "images",
+            RaggedKind::Utf8 => "UTF-8 texts",
+            RaggedKind::Json => "JSON documents",
         })
     }
 }

@@ -4,6 +4,8 @@
 #[cfg(feature = "hdf5")]
 pub mod hdf5;
 pub mod image;
+pub mod keyed;
 pub mod npy;
 pub mod npz;
+pub mod tar;
 pub mod zip;

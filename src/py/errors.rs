@@ -31,6 +31,7 @@ pub(super) fn to_py(py: Python<'_>, err: Error) -> PyErr {
         ErrorKind::PastEnd => "PackreadOSError",
         ErrorKind::NpyFormat => "NpyFormatError",
         ErrorKind::BadZip => "BadZipError",
+        ErrorKind::BadTar => "BadTarError",
         ErrorKind::Hdf5 => "HDF5Error",
         ErrorKind::LimitExceeded => "LimitExceededError",
         ErrorKind::Inconsistent => "InconsistentError",

@@ -9,6 +9,7 @@ mod errors;
 mod file_object;
 mod hdf5;
 mod image;
+mod keyed;
 mod npy;
 mod options;
 mod order;
@@ -53,6 +54,7 @@ fn _packread(m: &Bound<'_, PyModule>) -> PyResult<()> {
     samples::register(m)?;
     image::register(m)?;
     clip::register(m)?;
+    keyed::register(m)?;
     pending::register(m)?;
     reader::register(m)?;
     order::register(m)?;

@@ -16,9 +16,10 @@ use crate::dtype::DType;
 use crate::formats::image::clip::{ClipSpec, Sampling, Short};
 use crate::formats::image::videos::{ClipOptions, Episodes};
 use crate::formats::image::{ImageOptions, Labels};
+use crate::formats::keyed::{FieldSpec, KeyedOptions, Kind};
 use crate::formats::npy;
 use crate::formats::zip::{Members, ZipLimits};
-use crate::open::{Format, Hdf5Options, Options, Remote, ZipSampleOptions};
+use crate::open::{Format, Hdf5Options, KeyedFormat, Options, Remote, ZipSampleOptions};
 use crate::remote::{Caches, StoreOptions};
 
 /// The options dict, read by name.
@@ -263,18 +264,67 @@ pub(super) fn clips(d: &Dict<'_>) -> PyResult<ClipOptions> {
     })
 }
 
+/// Keyed samples' options: `fields` (`[(batch key, [field names])]`, or `None` for the first
+/// sample's), `kinds` (`[(batch key, kind)]`), `on_missing` (`"raise"`, `"skip"`), and the
+/// images' options for image fields.
+pub(super) fn keyed(d: &Dict<'_>, tar: bool) -> PyResult<KeyedFormat> {
+    let py = d.py;
+    let fields = d.opt::<Vec<(String, Vec<String>)>>("fields")?.map(|given| {
+        given
+            .into_iter()
+            .map(|(key, names)| FieldSpec {
+                key,
+                names,
+                kind: None,
+            })
+            .collect()
+    });
+    let skip_missing = match d.get("on_missing", "raise".to_string())?.as_str() {
+        "raise" => false,
+        "skip" => true,
+        other => return Err(invalid_argument(py, format!("on_missing {other:?}"))),
+    };
+    let kinds = d
+        .get::<Vec<(String, String)>>("kinds", Vec::new())?
+        .into_iter()
+        .map(|(key, k)| {
+            let kind = Kind::parse(&k).ok_or_else(|| {
+                invalid_argument(
+                    py,
+                    format!("kind {k:?} (kinds: image, int, npy, json, text, bytes)"),
+                )
+            })?;
+            Ok((key, kind))
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(KeyedFormat {
+        tar,
+        options: KeyedOptions {
+            fields,
+            images: images(d)?,
+            skip_missing,
+            kinds,
+        },
+    })
+}
+
 /// Every option, for the format named `format` (`"hdf5"`, `"zip"`, `"images"`).
 pub(super) fn options(obj: &Bound<'_, PyAny>, format: &str) -> PyResult<Options> {
     let d = Dict::new(obj)?;
     let format = match format {
         "hdf5" => Format::Hdf5(hdf5(&d)?),
+        "zip" if d.opt::<Bound<'_, PyAny>>("fields")?.is_some() => Format::Keyed(keyed(&d, false)?),
         "zip" => Format::Zip(zip_samples(&d)?),
+        "tar" => Format::Keyed(keyed(&d, true)?),
         "images" => Format::Images(images(&d)?),
         "clips" => Format::Clips(clips(&d)?),
         other => return Err(invalid_argument(d.py, format!("no format {other:?}"))),
     };
     let mut zip = zip_limits(&d)?;
-    if matches!(format, Format::Images(_) | Format::Clips(_)) {
+    if matches!(
+        format,
+        Format::Images(_) | Format::Clips(_) | Format::Keyed(_)
+    ) {
         // An image member is read whole: as large as an image file may be.
         zip.max_member_bytes = d.get(
             "max_member_bytes",

@@ -63,6 +63,8 @@ pub(super) fn kind_name(kind: RaggedKind) -> &'static str {
         RaggedKind::Bytes => "bytes",
         RaggedKind::Text => "unicode",
         RaggedKind::Images => "images",
+        RaggedKind::Utf8 => "text",
+        RaggedKind::Json => "json",
     }
 }
 

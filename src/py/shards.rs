@@ -42,6 +42,8 @@ fn kind_of(name: &str) -> Option<RaggedKind> {
         "bytes" => RaggedKind::Bytes,
         "unicode" => RaggedKind::Text,
         "images" => RaggedKind::Images,
+        "text" => RaggedKind::Utf8,
+        "json" => RaggedKind::Json,
         _ => return None,
     })
 }
@@ -148,6 +150,11 @@ fn state_of(obj: &Bound<'_, PyAny>, shards: usize) -> Option<ShardState> {
         })
         .collect::<Option<Vec<_>>>()?;
     let first: usize = get("first")?.extract().ok()?;
+    // Absent from the index files of earlier releases: nothing was left out then.
+    let skipped: Vec<(usize, String, String)> = match get("skipped") {
+        Some(v) => v.extract().ok()?,
+        None => Vec::new(),
+    };
     let samples_per_chunk: usize = get("samples_per_chunk")?.extract().ok()?;
     let total: usize = lengths.iter().sum();
     let ok = lengths.len() == shards
@@ -155,7 +162,8 @@ fn state_of(obj: &Bound<'_, PyAny>, shards: usize) -> Option<ShardState> {
         && !arrays.is_empty()
         && first < shards.max(1)
         && samples_per_chunk >= 1
-        && labels.as_ref().is_none_or(|l| l.len() == total);
+        && labels.as_ref().is_none_or(|l| l.len() == total)
+        && skipped.iter().all(|(k, _, _)| *k < shards);
     ok.then(|| ShardState {
         lengths,
         arrays,
@@ -173,6 +181,7 @@ fn state_of(obj: &Bound<'_, PyAny>, shards: usize) -> Option<ShardState> {
             .collect(),
         first,
         samples_per_chunk,
+        skipped,
     })
 }
 
@@ -248,7 +257,7 @@ impl ShardSet {
     }
 
     /// What was counted: `{"lengths", "arrays", "labels", "classes", "stamps", "first",
-    /// "samples_per_chunk"}`, in plain values (JSON-able).
+    /// "samples_per_chunk", "skipped"}`, in plain values (JSON-able).
     fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = &self.state;
         let d = PyDict::new(py);
@@ -265,6 +274,7 @@ impl ShardSet {
         d.set_item("stamps", stamps)?;
         d.set_item("first", s.first)?;
         d.set_item("samples_per_chunk", s.samples_per_chunk)?;
+        d.set_item("skipped", &s.skipped)?;
         Ok(d)
     }
 
@@ -315,6 +325,12 @@ impl ShardSet {
         let options = Arc::clone(&self.options);
         py.detach(move || crate::open::open(&location, &options, Some(k)).map(|o| o.names))
             .py_err(py)
+    }
+
+    /// `[(shard, key, batch key)]` of the samples left out for a missing field (keyed
+    /// samples), as counted.
+    fn skipped(&self) -> Vec<(usize, String, String)> {
+        self.state.skipped.clone()
     }
 
     /// `{index in the whole: "file: why"}` of every image found not to decode so far

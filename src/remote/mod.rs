@@ -80,6 +80,42 @@ pub struct ObjectStamp {
     pub modified: Option<i64>,
 }
 
+/// The index cache entry, under `dir`, of the local file at `path`: keyed by its canonical
+/// path, size, modification time (to the nanosecond), device and inode, so that a file
+/// rewritten or replaced is never taken for the one whose metadata was kept. `None` for what
+/// is not a regular file.
+#[cfg(unix)]
+pub fn local_index(dir: &std::path::Path, path: &std::path::Path) -> Option<IndexCache> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let canonical = std::fs::canonicalize(path).ok()?;
+    let stamp = ObjectStamp {
+        len: meta.len(),
+        etag: Some(format!(
+            "{}:{}:{}.{:09}",
+            meta.dev(),
+            meta.ino(),
+            meta.mtime(),
+            meta.mtime_nsec()
+        )),
+        modified: Some(meta.mtime()),
+    };
+    Some(IndexCache::load(
+        dir,
+        &format!("file://{}", canonical.display()),
+        &stamp,
+    ))
+}
+
+/// No local index cache where files have no inode to key it by.
+#[cfg(not(unix))]
+pub fn local_index(_dir: &std::path::Path, _path: &std::path::Path) -> Option<IndexCache> {
+    None
+}
+
 /// An ETag without its weak marker: two tags name the same object when these agree (RFC 9110
 /// 8.8.3.2, weak comparison).
 fn opaque(tag: &str) -> &str {

@@ -46,7 +46,7 @@ use crate::codec::{Faults, Pipeline, Step};
 use crate::dtype::literal::Literal;
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::formats::zip::{Payload, ZipIndex, ZIP_FAULTS};
+use crate::formats::zip::{Payload, ZipIndex};
 use crate::source::{FileList, Files, Source, StampedPath};
 
 /// Where the encoded images are.
@@ -318,6 +318,13 @@ impl ImageIndex {
         Arc::clone(&self.errors)
     }
 
+    /// The same index, keeping the samples that do not decode in `log` (one log for the image
+    /// fields of keyed samples).
+    pub fn logging_to(mut self, log: ErrorLog) -> ImageIndex {
+        self.errors = log;
+        self
+    }
+
     /// Every sample found not to decode so far (with `skip`), with why.
     pub fn errors(&self) -> BTreeMap<u64, String> {
         self.errors
@@ -425,8 +432,8 @@ impl Index for ImageIndex {
     }
 
     fn faults(&self) -> Faults {
-        match self.bytes {
-            ImageBytes::Zip { .. } => ZIP_FAULTS,
+        match &self.bytes {
+            ImageBytes::Zip { zip, .. } => zip.faults(),
             _ => Faults::both(ErrorKind::Decode),
         }
     }

@@ -26,6 +26,12 @@ pub const ZIP_FAULTS: Faults = Faults {
     overflow: ErrorKind::LimitExceeded,
 };
 
+/// How a tar member's read failures are classed (its members are stored: only a short read).
+pub const TAR_FAULTS: Faults = Faults {
+    corrupt: ErrorKind::BadTar,
+    overflow: ErrorKind::LimitExceeded,
+};
+
 mod directory;
 mod local;
 mod npy_member;
@@ -35,6 +41,7 @@ mod select;
 use directory::LOCAL_HEADER_LEN;
 pub use npy_member::NpyLayout;
 pub use samples::{SamplePayload, ZipSamples};
+
 pub use select::{fnmatch, sample_payload, Members};
 
 const STORED: u16 = 0;
@@ -232,6 +239,8 @@ pub struct ZipIndex {
     members: Vec<Member>,
     by_name: HashMap<String, u32>,
     limits: ZipLimits,
+    /// Whether this is a tar archive's index ([`ZipIndex::from_tar`]).
+    tar: bool,
     /// The first bytes of stored members fetched with their local headers
     /// ([`ZipIndex::prelocate`]), taken once by the NPY header read.
     prefixes: std::sync::Mutex<HashMap<usize, bytes::Bytes>>,
@@ -257,6 +266,45 @@ impl ZipIndex {
         .map_err(|e| source.cause(e.as_damage(ErrorKind::BadZip)))?;
         source.opened();
         Ok(ZipIndex::new(SingleFile(source), location, members, limits))
+    }
+
+    /// The regular members of the tar archive in `source` ([`crate::formats::tar`]), as stored
+    /// members whose data is where the walk found it: every ZIP member's reader (raw bytes,
+    /// `.npy` arrays, images, keyed samples) then reads them. A tar has no checksums of its
+    /// data, so none is checked. `local`: a local file's index cache entry (see
+    /// [`crate::formats::tar::members`]).
+    pub fn from_tar(
+        source: Arc<dyn Source>,
+        limits: ZipLimits,
+        local: Option<&crate::remote::IndexCache>,
+    ) -> Result<Self> {
+        let location = source.name().to_string();
+        let entries = crate::formats::tar::members(&*source, limits.max_members, local)
+            .map_err(|e| source.cause(e.as_damage(ErrorKind::BadTar)))?;
+        source.opened();
+        let members = entries
+            .into_iter()
+            .map(|e| Member {
+                name_raw: e.name.as_bytes().into(),
+                name: e.name,
+                header_offset: e.header,
+                compressed_size: e.size,
+                size: e.size,
+                method: STORED,
+                crc32: 0,
+                encrypted: false,
+                end_limit: e.data + e.size,
+                data_start: AtomicU64::new(e.data + 1),
+                npy_layout: ArcSwapOption::empty(),
+            })
+            .collect();
+        let limits = ZipLimits {
+            verify_crc: false,
+            ..limits
+        };
+        let mut index = ZipIndex::new(SingleFile(source), location, members, limits);
+        index.tar = true;
+        Ok(index)
     }
 }
 
@@ -318,6 +366,7 @@ impl ZipIndex {
             members,
             by_name,
             limits,
+            tar: false,
             prefixes: std::sync::Mutex::new(HashMap::new()),
         }
     }
@@ -331,6 +380,20 @@ impl ZipIndex {
     /// other methods take.
     pub fn members(&self) -> &[Member] {
         &self.members
+    }
+
+    /// How a member's read failures are classed: as ZIP's, or a tar's.
+    pub fn faults(&self) -> Faults {
+        if self.tar {
+            TAR_FAULTS
+        } else {
+            ZIP_FAULTS
+        }
+    }
+
+    /// Whether this is a tar archive's index.
+    pub fn is_tar(&self) -> bool {
+        self.tar
     }
 
     /// How many members the archive has.
@@ -476,7 +539,7 @@ impl ZipIndex {
             &self.source,
             extents,
             outs,
-            ZIP_FAULTS,
+            self.faults(),
             work,
             threads,
             |k, e| e.at(self.member_location(members[k])),

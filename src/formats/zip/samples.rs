@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{Payload, ZipIndex, ZIP_FAULTS};
+use super::{Payload, ZipIndex};
 use crate::batch::pool::{self, Work};
 use crate::batch::{ArraySpec, Index, Plan, Rows, Tag};
 use crate::codec::{Faults, NpyExpect};
@@ -123,7 +123,7 @@ impl Index for ZipSamples {
     }
 
     fn faults(&self) -> Faults {
-        ZIP_FAULTS
+        self.index.faults()
     }
 
     fn files(&self) -> &dyn Files {

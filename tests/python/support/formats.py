@@ -46,6 +46,9 @@ CASE_NAMES = [
     "clip_zip",
     "clip_h5",
     "clip_shards",
+    "tar_one",
+    "tar_shards",
+    "zip_fields",
 ]
 #: Cases whose samples differ in size (variable-length HDF5): a batch holds them as the reader's
 #: ``ragged=`` says, a list of arrays or ``(values, offsets)``, and cannot be read into ``out=``.
@@ -71,10 +74,11 @@ class Case:
 
     def open(self) -> packread.BatchReader:
         src = self.source
-        if self.name.startswith(("img", "clip")) or "format" in self.options:  # as a user would
+        if self.name.startswith(("img", "clip", "tar")) or "format" in self.options:  # as a user
             reader = packread.open(src, **self.options)
             assert isinstance(
-                reader, (packread.ImageReader, packread.ClipReader, packread.NpzReader)
+                reader,
+                (packread.ImageReader, packread.ClipReader, packread.TarReader, packread.NpzReader),
             )
             return reader
         if self.name.startswith("h5"):
@@ -299,6 +303,7 @@ def write_all(root: str) -> dict[str, Case]:
     cases.update(write_ragged_cases(root))
     cases.update(write_image_cases(root))
     cases.update(write_clip_cases(root))
+    cases.update(write_tar_cases(root))
     return cases
 
 
@@ -571,6 +576,81 @@ def write_clip_cases(root: str) -> dict[str, Case]:
 
     cases["clip_h5"] = Case(
         "clip_h5", hpath, {**CLIP_OPTIONS, "labels": "labels"}, reference=h5_reference
+    )
+    return cases
+
+
+#: The tar cases' labels: a ``.cls`` member per sample.
+TAR_LABELS = [(3 * i + 1) % 4 for i in range(N)]
+
+
+def write_tar_cases(root: str) -> dict[str, Case]:
+    """``N`` images (crops of scikit-image's photos, stored at the decoded size so that a
+    sample is exactly what PIL decodes) with ``.cls`` labels three ways: one webdataset shard
+    of JPEGs (webdataset's ``TarWriter``) read with ``fields=["jpg", "cls"]``; three shards of
+    15, 15 and 7 samples by its ``ShardWriter``, every third image a PNG, read as
+    ``{"image": "jpg;png", "label": "cls"}``; and a ZIP of the one shard's members read by
+    ``ZipReader(fields=["jpg", "cls"])``."""
+    import webdataset
+
+    from support.tars import crop, jpeg
+    from support.tars import png as png_bytes
+
+    decode = packread.ImageDecode(**IMAGE_DECODE)
+    labels = np.array(TAR_LABELS, dtype=np.int64)
+    jpgs = [jpeg(crop(i, IMAGE_HW)) for i in range(N)]
+    keys = [f"img/s{i:03d}" for i in range(N)]
+
+    def reference(rows: list[int], images: list[bytes], names: tuple[str, str]) -> dict:
+        return {
+            names[0]: _stack(
+                [_pil(images[i]) for i in rows], np.empty((0, *IMAGE_HW, 3), np.uint8)
+            ),
+            names[1]: _stack([labels[i] for i in rows], np.empty((0,), np.int64)),
+        }
+
+    one = os.path.join(root, "one.tar")
+    with webdataset.TarWriter(one, mtime=0) as w:
+        for i in range(N):
+            w.write({"__key__": keys[i], "jpg": jpgs[i], "cls": int(labels[i])})
+    options = {"fields": ["jpg", "cls"], "decode": decode}
+    cases = {
+        "tar_one": Case(
+            "tar_one",
+            one,
+            dict(options),
+            reference=lambda rows: reference(rows, jpgs, ("jpg", "cls")),
+        )
+    }
+
+    mixed = [png_bytes(crop(i, IMAGE_HW)) if i % 3 == 0 else jpgs[i] for i in range(N)]
+    pattern = os.path.join(root, "tarpart-%02d.tar")
+    with webdataset.ShardWriter(pattern, maxcount=15, verbose=0, mtime=0) as w:
+        for i in range(N):
+            w.write(
+                {
+                    "__key__": keys[i],
+                    "png" if i % 3 == 0 else "jpg": mixed[i],
+                    "cls": int(labels[i]),
+                }
+            )
+    cases["tar_shards"] = Case(
+        "tar_shards",
+        os.path.join(root, "tarpart-*.tar"),
+        {"fields": {"image": "jpg;png", "label": "cls"}, "decode": decode},
+        reference=lambda rows: reference(rows, mixed, ("image", "label")),
+    )
+
+    zpath = os.path.join(root, "fields.zip")
+    with zipfile.ZipFile(zpath, "w") as z:
+        for i in range(N):
+            z.writestr(f"{keys[i]}.cls", str(labels[i]), zipfile.ZIP_DEFLATED)
+            z.writestr(f"{keys[i]}.jpg", jpgs[i], zipfile.ZIP_STORED)
+    cases["zip_fields"] = Case(
+        "zip_fields",
+        zpath,
+        dict(options),
+        reference=lambda rows: reference(rows, jpgs, ("jpg", "cls")),
     )
     return cases
 

@@ -11,6 +11,9 @@
   a ``dataset.json`` member ``{"labels": {member: label}, "classes": [...]}``, so that
   :class:`packread.ImageReader` gives the tree's images with the labels ImageFolder gives.
   (A ZIP of images is read by :class:`~packread.ImageReader` as it is: nothing to convert.)
+* A compressed tar (``.tar.gz``, ``.tgz``, bzip2, xz) -> an uncompressed ``.tar`` or a stored
+  ZIP (:mod:`.tars`): its regular members in order, names kept, so that
+  :class:`packread.TarReader` (or ``ZipReader(fields=)``) reads its samples at random.
 
 The source is only read. Samples stream through in blocks of about ``memory_bytes``; the
 output is written to ``DST.partial`` and renamed to ``DST`` at the end, so ``DST`` never
@@ -64,6 +67,7 @@ from .progress import _progress
 from .sinks import MAX_CHUNK_BYTES as MAX_CHUNK_BYTES
 from .sinks import _chunk_rows, _H5Sink, _output_kind, _Sink, _ZipSink
 from .sources import _block_rows, _ImageTreeSource, _open_source, _Source
+from .tars import convert_tar, is_compressed_tar
 
 __all__ = [
     "CODECS",
@@ -169,9 +173,19 @@ def convert(
     started = time.perf_counter()
     arrays = _datasets(deprecated, arrays)
     src, dst = os.fspath(source), os.fspath(dst)
-    out_kind = _output_kind(dst)
     if not os.path.exists(src):
         raise FileNotFoundError(f"{src}: no such file or folder")
+    if os.path.isfile(src) and is_compressed_tar(src):
+        members = convert_tar(src, dst, force=force, progress=progress)
+        return ConvertResult(
+            src,
+            dst,
+            members,
+            {},
+            dst_bytes=os.path.getsize(dst),
+            seconds=time.perf_counter() - started,
+        )
+    out_kind = _output_kind(dst)
     partial, journal = _partial_paths(dst)
     finished_before = _finished_before(src, dst, partial, resume, force)
     in_kind = _input_kind(src, members, dtype, shape)
