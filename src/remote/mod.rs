@@ -80,6 +80,10 @@ pub struct ObjectStamp {
     pub modified: Option<i64>,
 }
 
+/// How old a local file must be for its metadata to be kept in the index cache.
+#[cfg(unix)]
+const RACY_SECONDS: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// The index cache entry, under `dir`, of the local file at `path`: keyed by its canonical
 /// path, size, modification time (to the nanosecond), device and inode, so that a file
 /// rewritten or replaced is never taken for the one whose metadata was kept. `None` for what
@@ -89,6 +93,15 @@ pub fn local_index(dir: &std::path::Path, path: &std::path::Path) -> Option<Inde
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(path).ok()?;
     if !meta.is_file() {
+        return None;
+    }
+    // A file modified in the last seconds may be rewritten within the same clock tick, keeping
+    // its size, inode and modification time: its key would then name other bytes. Such a file
+    // is not cached (git's "racy" entries, handled alike).
+    let age = std::time::SystemTime::now()
+        .duration_since(meta.modified().ok()?)
+        .unwrap_or_default();
+    if age < RACY_SECONDS {
         return None;
     }
     let canonical = std::fs::canonicalize(path).ok()?;

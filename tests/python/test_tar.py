@@ -884,3 +884,101 @@ def test_links_and_special_members_are_skipped(tmp_path):
     assert r.keys() == ["cls", "jpg"]
     check_batch(read_all(r), ["a", "g"], reference, ["cls", "jpg"])
     assert sorted(glob.glob(str(tmp_path / "*"))) == [path]
+
+
+# Inspecting, converting, and the walk kept in the index cache
+
+
+def test_inspect_reports_keys_fields_missing_fields_and_image_formats(gappy, mixed):
+    """``packread inspect`` on tar shards (a glob, a folder, one file): the samples, each field
+    with its members and sizes, a ``missing-fields`` note naming the first sample lacking one,
+    and the image fields' formats from their headers."""
+    from packread.cli.inspect import inspect
+
+    a, b = gappy
+    report = inspect(os.path.join(os.path.dirname(a), "*.tar"))
+    assert (report.format, report.files, report.samples) == ("tar", 2, 9)
+    by_name = {i.name: i for i in report.items}
+    assert sorted(by_name) == ["cls", "jpg"]
+    assert (by_name["cls"].count, by_name["jpg"].count) == (8, 8)
+    with tarfile.open(a) as t:
+        cls_a = sum(m.size for m in t.getmembers() if m.name.endswith(".cls"))
+    with tarfile.open(b) as t:
+        cls_b = sum(m.size for m in t.getmembers() if m.name.endswith(".cls"))
+    assert by_name["cls"].data_bytes == cls_a + cls_b
+    assert "8 JPEG" in by_name["jpg"].note, by_name["jpg"].note
+    notes = {x.message.split("'")[1]: x for x in report.advice}
+    assert {x.code for x in report.advice} == {"missing-fields"}
+    assert "a.tar: ga/k002" in notes["cls"].message
+    assert "b.tar: gb/k001" in notes["jpg"].message
+    assert inspect(os.path.dirname(a)).samples == 9
+    one = inspect(mixed)
+    formats = {i.name: i.note for i in one.items}
+    assert "PNG" in formats["png"], formats
+    assert "JPEG" in formats["jpg"], formats
+    assert "tar shards" in one.render()
+
+
+@pytest.mark.parametrize("out", ["x.tar", "x.zip"])
+def test_convert_turns_a_gzipped_tar_into_one_read_at_random(shards, reference, tmp_path, out):
+    """``packread convert x.tar.gz x.tar`` (or ``x.zip``) copies the regular members in order;
+    TarReader (or ZipReader with fields=) then reads every sample as webdataset reads the
+    original."""
+    from packread.cli.convert import convert
+
+    with open(shards[0], "rb") as f:
+        gz = tars.write(tmp_path / "x.tar.gz", gzip.compress(f.read()))
+    result = convert(gz, str(tmp_path / out), progress=False)
+    keys = packread.TarReader(shards[0]).names()
+    with open(shards[0], "rb") as f:
+        assert result.samples == len(tars.members_of(f.read()))
+    fields = ["jpg", "cls", "json", "txt"]
+    if out.endswith(".tar"):
+        r = packread.TarReader(result.dst, fields=fields)
+    else:
+        r = packread.ZipReader(result.dst, fields=fields)
+        with zipfile.ZipFile(result.dst) as z:
+            assert all(i.compress_type == zipfile.ZIP_STORED for i in z.infolist())
+    assert r.names() == keys
+    check_batch(read_all(r), keys, reference, fields)
+    assert not os.path.exists(result.dst + ".partial")
+    with pytest.raises(FileExistsError):
+        convert(gz, str(tmp_path / out), progress=False)
+
+
+def test_a_reopen_takes_the_walk_from_the_index_cache(small, tmp_path):
+    """The first open walks the headers and keeps what it found in the index cache; a reopen of
+    the same file (same path, size, modification time and inode) walks nothing. Proven by
+    damaging a header in place and putting the modification time back: the reopen still reads
+    the samples (the walk would refuse the header), while a file with another modification
+    time is walked again and refused. A file modified in the last seconds is not kept (a
+    rewrite in the same clock tick would share its key), so the file is made older first."""
+    _, data = small
+    path = tars.write(tmp_path / "cached.tar", data)
+    young = packread.Remote(index_cache=str(tmp_path / "young"))
+    packread.TarReader(path, remote=young).close()
+    assert not (tmp_path / "young" / "index").exists()
+    hour_ago = os.stat(path).st_mtime_ns - 3600 * 10**9
+    os.utime(path, ns=(hour_ago, hour_ago))
+    cache = tmp_path / "cache"
+    remote = packread.Remote(index_cache=str(cache))
+    first = packread.TarReader(path, remote=remote)
+    names, batch = first.names(), read_all(first)
+    first.close()
+    assert list((cache / "index").iterdir()), "the walk was not kept"
+    stat = os.stat(path)
+    buf = bytearray(data)
+    buf[0] ^= 0x20  # the first header's name: its checksum no longer matches
+    with open(path, "r+b") as f:
+        f.write(buf[:BLOCK])
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    again = packread.TarReader(path, remote=remote)
+    assert again.names() == names
+    assert again.batch([0])["txt"] == batch["txt"][:1]
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    with pytest.raises(BadTarError, match="checksum"):
+        packread.TarReader(path, remote=remote)
+    uncached = packread.Remote(index_cache=False)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    with pytest.raises(BadTarError, match="checksum"):
+        packread.TarReader(path, remote=uncached)

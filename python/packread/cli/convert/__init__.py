@@ -176,11 +176,11 @@ def convert(
     if not os.path.exists(src):
         raise FileNotFoundError(f"{src}: no such file or folder")
     if os.path.isfile(src) and is_compressed_tar(src):
-        members = convert_tar(src, dst, force=force, progress=progress)
+        copied = convert_tar(src, dst, force=force, progress=progress)
         return ConvertResult(
             src,
             dst,
-            members,
+            copied,
             {},
             dst_bytes=os.path.getsize(dst),
             seconds=time.perf_counter() - started,

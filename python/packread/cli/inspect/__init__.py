@@ -20,17 +20,19 @@ images per class (:attr:`Report.images`).
 >>> print(report.render())  # doctest: +SKIP
 
 The modules: :mod:`.report` (what an inspection produces), :mod:`.hdf5`, :mod:`.archive` (ZIP
-and NPZ files), :mod:`.npy` (NPY files and folders) and :mod:`.images` (image sources) for each
-format, :mod:`.filters` (HDF5
-filters in short), :mod:`.fixes` (the commands advice suggests), :mod:`.thresholds` (the
-numbers advice is judged by) and :mod:`.render` (text and JSON).
+and NPZ files), :mod:`.npy` (NPY files and folders), :mod:`.tars` (tar shards) and
+:mod:`.images` (image sources) for each format, :mod:`.filters` (HDF5 filters in short),
+:mod:`.fixes` (the commands advice suggests), :mod:`.thresholds` (the numbers advice is judged
+by) and :mod:`.render` (text and JSON).
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import types
 
+from ..._keyed import COMPRESSED_SUFFIXES
 from ..._registry import sniff
 from ...errors import PackreadError, UnsupportedError
 from .. import _images, _layout
@@ -49,6 +51,7 @@ from .report import ClipSummary as ClipSummary
 from .report import ImageSummary as ImageSummary
 from .report import Item as Item
 from .report import Report as Report
+from .tars import _inspect_tars
 from .thresholds import INFLATE_BYTES_PER_S as INFLATE_BYTES_PER_S
 from .thresholds import LISTED_MEMBERS as LISTED_MEMBERS
 from .thresholds import MANY_FILES as MANY_FILES
@@ -92,8 +95,10 @@ MIN_CHUNK_BYTES = _layout.MIN_CHUNK_BYTES
 
 def inspect(source: str | os.PathLike[str], *, clips: bool = False) -> Report:
     """Inspects an HDF5 file (h5py or PyTables), a ZIP archive, an NPZ or NPY file, a folder
-    of ``.npy`` or ``.npz`` files, or an image source: an ``ImageFolder`` tree (a folder of
-    class folders, or a ZIP holding one) or a ZIP of images. Only metadata is read, except for
+    of ``.npy`` or ``.npz`` files, tar shards (a ``.tar``, a folder of them or a glob such as
+    ``"shards/*.tar"``: keys, fields, missing fields, image formats; see :mod:`.tars`), or an
+    image source: an ``ImageFolder`` tree (a folder of class folders, or a ZIP holding one) or a
+    ZIP of images. Only metadata is read, except for
     image sources, whose every image header is. With ``clips``, a source is inspected as
     :class:`packread.ClipReader` reads it (see :mod:`.clips`).
 
@@ -104,6 +109,15 @@ def inspect(source: str | os.PathLike[str], *, clips: bool = False) -> Report:
     'image-zip'
     """
     path = os.fspath(source)
+    if glob.has_magic(path):
+        shards = sorted(glob.glob(path))
+        if not shards:
+            raise FileNotFoundError(f"{path}: no file matches")
+        if all(sniff(p) == "tar" for p in shards):
+            return _inspect_tars(shards, path)
+        raise UnsupportedError(
+            f"{path}: a pattern inspects tar shards; inspect other files one by one"
+        )
     if clips:
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path}: no such file or folder")
@@ -116,6 +130,9 @@ def inspect(source: str | os.PathLike[str], *, clips: bool = False) -> Report:
                 raise UnsupportedError(
                     f"{path}: no .npy or .npz files, and not an ImageFolder tree: {e}"
                 ) from None
+        tars = sorted(e.path for e in os.scandir(path) if e.name.lower().endswith(".tar"))
+        if tars and not any(e.name.endswith((".npy", ".npz")) for e in os.scandir(path)):
+            return _inspect_tars(tars, path)
         loose = _images.loose_images(path)
         if loose and not any(e.name.endswith((".npy", ".npz")) for e in os.scandir(path)):
             raise _images.loose_images_error(path, loose)
@@ -132,8 +149,11 @@ def inspect(source: str | os.PathLike[str], *, clips: bool = False) -> Report:
         return _inspect_zip(path, npz=lower.endswith(".npz"))
     if kind == "npy":
         return _inspect_npy_file(path)
+    if kind == "tar" or lower.endswith(COMPRESSED_SUFFIXES):
+        # A compressed tar is refused by the walk, with the command that converts it.
+        return _inspect_tars([path], path)
     raise UnsupportedError(
-        f"{path}: not an HDF5, ZIP, NPZ or NPY file, nor a folder of .npy or .npz files"
+        f"{path}: not an HDF5, ZIP, NPZ, NPY or tar file, nor a folder of .npy or .npz files"
     )
 
 

@@ -23,6 +23,7 @@ _FORMATS = {
     "image-zip": "ZIP of images",
     "frame-folder": "frame folders",
     "frame-zip": "ZIP of frame folders",
+    "tar": "tar shards",
 }
 #: How a ZIP of images is labelled, for the header line.
 _ZIP_LABELS = {

@@ -55,7 +55,8 @@ class Advice:
 
     #: A stable identifier: ``misaligned-chunks``, ``split-samples``, ``tiny-chunks``,
     #: ``huge-chunks``, ``weak-compression``, ``libhdf5-read``, ``no-decoder``, ``contiguous``,
-    #: ``compressed-npz``, ``compressed-members``, ``many-small-files``, ``inconsistent``;
+    #: ``compressed-npz``, ``compressed-members``, ``many-small-files``, ``inconsistent``,
+    #: ``missing-fields`` (tar shards);
     #: for images ``undecodable-images``, ``deflated-images``, ``progressive-jpeg``,
     #: ``cmyk-jpeg``, ``unlabelled``, ``bad-labels``.
     code: str
@@ -146,7 +147,7 @@ class Report:
     path: str
     #: ``"hdf5"``, ``"zip"``, ``"npz"``, ``"npy"``, ``"npy-folder"``, ``"npz-folder"``,
     #: ``"image-folder"`` (an ImageFolder tree), ``"image-zip"`` (a ZIP of images),
-    #: ``"frame-folder"`` or ``"frame-zip"`` (frame folders, as clips).
+    #: ``"frame-folder"`` or ``"frame-zip"`` (frame folders, as clips), ``"tar"`` (tar shards).
     format: str
     #: Bytes on disk (all files, for a folder).
     disk_bytes: int
