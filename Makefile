@@ -235,7 +235,7 @@ $(PEERS_STAMP): requirements/bench-peers.txt requirements/lock.txt $(STAMP)
 # `make fuzz-long` runs each for FUZZ_RUNS inputs, or FUZZ_MAX_SECONDS if that comes first (0:
 # no time cap). Each target's result replaces its line in fuzz/logs/summary.txt (so two
 # `make fuzz-long FUZZ_TARGETS=...` lanes can run side by side, one per core).
-FUZZ_TARGETS := npy_header zip_archive deflate shuffle fletcher32 lzf blosc blosc2 lz4 zstd bitshuffle pipeline planner hdf5_chunk image
+FUZZ_TARGETS := npy_header zip_archive tar_archive deflate shuffle fletcher32 lzf blosc blosc2 lz4 zstd bitshuffle pipeline planner hdf5_chunk image
 FUZZ_SECONDS ?= 60
 FUZZ_RUNS ?= 10000000
 FUZZ_MAX_SECONDS ?= 0

@@ -10,6 +10,7 @@ import io
 import os
 import struct
 import sys
+import tarfile
 import tempfile
 import zipfile
 
@@ -80,6 +81,33 @@ def zip_seeds() -> None:
         f.write(b"abc" * 10)
     put("zip_archive", "zip64", buf.getvalue())
     put("zip_archive", "empty", zipfile_bytes())
+
+
+def tar_seeds() -> None:
+    """Tars as tarfile writes them in its three formats (a GNU long name, a PAX path record),
+    holding webdataset-style samples (key.field members), a link and a folder."""
+    samples = [("000000.jpg", b"\xff\xd8" + bytes(600)), ("000000.cls", b"3")]
+    samples += [("d/" + "x" * 120 + ".txt", b"long"), ("000001.json", b'{"a": 1}')]
+    for name, fmt in (
+        ("ustar", tarfile.USTAR_FORMAT),
+        ("gnu", tarfile.GNU_FORMAT),
+        ("pax", tarfile.PAX_FORMAT),
+    ):
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w", format=fmt) as t:
+            for member, data in samples:
+                if fmt == tarfile.USTAR_FORMAT and len(member) > 100:
+                    member = member[-90:]
+                info = tarfile.TarInfo(member)
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+            link = tarfile.TarInfo("000002.jpg")
+            link.type, link.linkname = tarfile.SYMTYPE, "000000.jpg"
+            t.addfile(link)
+            folder = tarfile.TarInfo("d")
+            folder.type = tarfile.DIRTYPE
+            t.addfile(folder)
+        put("tar_archive", name, buf.getvalue())
 
 
 def zipfile_bytes() -> bytes:
@@ -279,6 +307,7 @@ def main() -> None:
     npy_seeds()
     image_seeds()
     zip_seeds()
+    tar_seeds()
     planner_seeds()
     with tempfile.TemporaryDirectory() as tmp:
         hdf5_seeds(tmp)

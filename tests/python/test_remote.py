@@ -15,6 +15,7 @@ import os
 import pickle
 import re
 import signal
+import tarfile
 import threading
 import time
 import zipfile
@@ -147,6 +148,10 @@ def _images(**kw: Any) -> Callable[..., Any]:
     return lambda src, **o: packread.ImageReader(src, **kw, **o)
 
 
+def _tar(**kw: Any) -> Callable[..., Any]:
+    return lambda src, **o: packread.TarReader(src, **kw, **o)
+
+
 def _clips(**kw: Any) -> Callable[..., Any]:
     return lambda src, **o: packread.ClipReader(src, 3, **kw, **o)
 
@@ -256,6 +261,19 @@ def write_all(root: Path) -> dict[str, Case]:
         # HDF5 sequences with labels.
         "clips_zip": Case("fmt/clips.zip", _clips(frame_step=2, augment_seed=3)),
         "clips_h5": Case("fmt/clips.h5", _clips(sampling="windows", labels="labels")),
+        # WebDataset tar shards: one shard (fixed-size images and labels; every field whole),
+        # a glob of three, and a ZIP of the same members read by key.
+        "tar_one": Case("fmt/one.tar", _tar(**fmt["tar_one"].options)),
+        "tar_whole": Case("fmt/one.tar", _tar()),
+        "tar_glob": Case(
+            "fmt/tarpart-*.tar",
+            _tar(**fmt["tar_shards"].options),
+            s3_only=True,
+            local=lambda root: sorted(str(p) for p in (root / "fmt").glob("tarpart-*.tar")),
+        ),
+        "zip_fields": Case(
+            "fmt/fields.zip", _zip(**fmt["zip_fields"].options), extra={"keyed": True}
+        ),
         "npy_glob": Case(
             "fmt/npy/s0[0-2]*.npy",
             _npy,
@@ -387,6 +405,10 @@ CASE_NAMES = [
     "images_h5",
     "clips_zip",
     "clips_h5",
+    "tar_one",
+    "tar_whole",
+    "tar_glob",
+    "zip_fields",
 ]
 
 
@@ -403,8 +425,10 @@ def test_remote_reader_equals_local(name, store, data):
         assert remote.keys() == local.keys()
         assert remote.samples_per_chunk == local.samples_per_chunk
         assert remote.path == store.url(case.rel)
-    if isinstance(local, packread.ZipReader):
+    if isinstance(local, (packread.ZipReader, packread.TarReader)):
         assert remote.names() == local.names()
+        assert remote.keys() == local.keys()
+    if isinstance(local, packread.ZipReader) and not case.extra.get("keyed"):
         assert remote.info(0) == local.info(0)
         assert remote.read(-1) == local.read(-1)
     if isinstance(local, (packread.ImageReader, packread.ClipReader)):
@@ -940,6 +964,36 @@ def test_a_second_open_reads_its_metadata_from_the_index_cache(store, kind, tmp_
     assert not remote_object(uncached).index_hit
     assert remote_object(uncached).cache_dir is None
     assert_same(uncached.batch(idx), x[idx])
+
+
+def test_a_tar_walk_is_kept_in_the_index_cache(store, tmp_path, request):
+    """A tar object's header walk (one streamed pass in large requests) is kept in the index
+    cache under its URL and ETag: a reopen makes only its first request and walks nothing,
+    and reads the same samples."""
+    members = []
+    for i in range(300):
+        members.append((f"k{i:04d}.bin", bytes([i % 251]) * (3000 + i)))
+        members.append((f"k{i:04d}.cls", str(i).encode()))
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as t:
+        for name, raw in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(raw)
+            t.addfile(info, io.BytesIO(raw))
+    url = store.put(f"fresh/walk-{request.node.callspec.id}.tar", buf.getvalue())
+    cache = tmp_path / "cache"
+    idx = [299, 0, 150, 150]
+    first = packread.TarReader(url, remote=packread.Remote(index_cache=cache))
+    obj = remote_object(first)
+    assert obj.fetched()[0] >= 2, "the walk must take requests of its own for this test"
+    assert first.names()[:2] == ["k0000", "k0001"]
+    want = first.batch(idx)
+    assert want["cls"].tolist() == idx
+    assert want["bin"][0] == bytes([299 % 251]) * 3299
+    second = packread.TarReader(url, remote=packread.Remote(index_cache=cache))
+    assert remote_object(second).fetched()[0] == 1, "a reopen walked the headers again"
+    assert second.names() == first.names()
+    assert_same(second.batch(idx), want)
 
 
 def test_index_cache_true_uses_packread_cache_dir(s3_store, tmp_path, monkeypatch):
