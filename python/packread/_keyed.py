@@ -20,7 +20,7 @@ from ._sources import Source, classify
 from .errors import InvalidArgumentError, PackreadTypeError, UnsupportedError
 
 #: How a field may be read (``kinds=``): by default as its name's last extension says.
-KINDS = ("image", "int", "npy", "json", "text", "bytes")
+KINDS = ("image", "int", "npy", "npy-ragged", "json", "text", "bytes")
 
 #: What ``fields=`` takes: field names (``"jpg;png"`` for alternatives), or batch keys mapped
 #: to them.
@@ -229,6 +229,8 @@ class TarReader(KeyedSamples):
     - ``"int"`` (``cls``, ``cls2``, ``class``, ``count``, ``index``, ``inx``, ``id``): an
       integer label written as text, into ``int64``;
     - ``"npy"``: ``.npy`` arrays, stacked (each must have the first sample's dtype and shape);
+      ``"npy-ragged"`` (given in ``kinds``): arrays of one dtype and any shapes, a list (with
+      ``ragged="flat"``: ``(values, offsets, shapes)``);
     - ``"json"`` (``json``, ``jsn``): a list of parsed documents;
     - ``"text"`` (``txt``, ``text``, ``transcript``): a list of ``str`` (UTF-8);
     - ``"bytes"`` (anything else): a list of ``bytes``.

@@ -63,7 +63,8 @@ class ArrayInfo:
         self.dtype = dtype
         self.shape = shape
         #: ``None`` for a fixed-size array, else ``"array"``, ``"bytes"``, ``"unicode"``,
-        #: ``"images"``, ``"text"`` (UTF-8 bytes, given as ``str``) or ``"json"`` (parsed).
+        #: ``"images"``, ``"text"`` (UTF-8 bytes, given as ``str``), ``"json"`` (parsed) or
+        #: ``"arrays"`` (each of its own shape).
         self.ragged = ragged
         #: Its position among the extension reader's arrays; ``None`` for an array the reader
         #: holds in Python (labels).
@@ -88,6 +89,17 @@ def ragged_values(info: ArrayInfo, taken: tuple[Any, ...], mode: str) -> Any:
         return [
             values[a:b].reshape(s)
             for (a, b), s in zip(itertools.pairwise(bounds), shapes.tolist(), strict=True)
+        ]
+    if info.ragged == "arrays":
+        if not values.dtype.isnative:
+            values = values.astype(values.dtype.newbyteorder("="))
+        shapes = [tuple(int(d) for d in s) for s in shapes or []]
+        if mode == "flat":
+            return values, offsets, shapes
+        bounds = offsets.tolist()
+        return [
+            values[a:b].reshape(s)
+            for (a, b), s in zip(itertools.pairwise(bounds), shapes, strict=True)
         ]
     values = values.reshape((-1, *info.shape[1:]))
     if not values.dtype.isnative:

@@ -20,6 +20,9 @@ pub enum RaggedKind {
     Utf8,
     /// JSON documents, as bytes (a keyed sample's `.json`: Python parses them).
     Json,
+    /// Arrays of one element type, each of the shape its entry in [`RaggedBatch::shapes`]
+    /// gives (any number of dimensions: a keyed sample's `.npy`).
+    Arrays,
 }
 
 impl std::fmt::Display for RaggedKind {
@@ -31,6 +34,7 @@ impl std::fmt::Display for RaggedKind {
             RaggedKind::Images => "images",
             RaggedKind::Utf8 => "UTF-8 texts",
             RaggedKind::Json => "JSON documents",
+            RaggedKind::Arrays => "arrays",
         })
     }
 }

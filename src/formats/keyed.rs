@@ -18,7 +18,7 @@ use super::image::{ErrorLog, ImageBytes, ImageIndex};
 use super::zip::{Payload, SamplePayload, ZipIndex, ZipSamples};
 use crate::batch::pool::Work;
 use crate::batch::{After, ArraySpec, Index, Plan, Ragged, RaggedBatch, RaggedKind, Rows, Tag};
-use crate::codec::Faults;
+use crate::codec::{Faults, NpyExpect};
 use crate::dtype::literal::Literal;
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
@@ -33,6 +33,8 @@ pub enum Kind {
     Int,
     /// `.npy` arrays of one dtype and shape.
     Npy,
+    /// `.npy` arrays of one dtype, each of its own shape (a ragged array).
+    NpyRagged,
     /// JSON text (bytes here; parsed in Python).
     Json,
     /// UTF-8 text (bytes here; decoded in Python).
@@ -62,6 +64,7 @@ impl Kind {
             "image" => Kind::Image,
             "int" => Kind::Int,
             "npy" => Kind::Npy,
+            "npy-ragged" => Kind::NpyRagged,
             "json" => Kind::Json,
             "text" => Kind::Text,
             "bytes" => Kind::Bytes,
@@ -75,6 +78,7 @@ impl Kind {
             Kind::Image => "image",
             Kind::Int => "int",
             Kind::Npy => "npy",
+            Kind::NpyRagged => "npy-ragged",
             Kind::Json => "json",
             Kind::Text => "text",
             Kind::Bytes => "bytes",
@@ -370,6 +374,7 @@ fn part(
                 ))
             }
         },
+        Kind::NpyRagged => Arc::new(NpyArrays::new(zip, members, &field.names, threads)?),
         Kind::Int => Arc::new(Members::new(zip, members, None, threads)),
         Kind::Json => Arc::new(Members::new(zip, members, Some(RaggedKind::Json), threads)),
         Kind::Text => Arc::new(Members::new(zip, members, Some(RaggedKind::Utf8), threads)),
@@ -521,6 +526,161 @@ impl Index for Members {
         let (bytes, offsets) = self.read_whole(rows, u64::MAX)?;
         let mut batch = RaggedBatch::zeroed(bytes.len(), offsets, 1);
         batch.bytes_mut().copy_from_slice(&bytes);
+        Ok(batch)
+    }
+
+    fn locate(&self, tag: Tag, error: Error) -> Error {
+        error.at(self.zip.member_location(tag.at as usize))
+    }
+}
+
+/// `.npy` members of one dtype read whole, each of its own shape: a ragged array whose batch
+/// holds every sample's elements one after another and its shape.
+struct NpyArrays {
+    zip: Arc<ZipIndex>,
+    members: Vec<usize>,
+    arrays: [ArraySpec; 1],
+    limits: crate::formats::npy::Limits,
+    threads: Option<usize>,
+}
+
+impl NpyArrays {
+    /// The members' arrays, of the dtype the first one's header declares.
+    fn new(
+        zip: &Arc<ZipIndex>,
+        members: Vec<usize>,
+        names: &[String],
+        threads: Option<usize>,
+    ) -> Result<NpyArrays> {
+        let first = *members.first().ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                zip.location(),
+                format!(
+                    "no sample has field {}: its arrays' dtype is unknown",
+                    names.join(" or ")
+                ),
+            )
+        })?;
+        let header = zip.npy_header(first)?.ok_or_else(|| {
+            Error::new(
+                ErrorKind::NpyFormat,
+                zip.member_location(first),
+                "member is not an NPY array",
+            )
+        })?;
+        Ok(NpyArrays {
+            zip: Arc::clone(zip),
+            members,
+            arrays: [ArraySpec {
+                name: String::new(),
+                dtype: header.dtype.clone(),
+                shape: vec![],
+                ragged: Some(Ragged {
+                    kind: RaggedKind::Arrays,
+                    dtype: header.dtype,
+                    shape: vec![None],
+                }),
+            }],
+            limits: zip.limits().npy,
+            threads,
+        })
+    }
+}
+
+impl Index for NpyArrays {
+    fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    fn arrays(&self) -> &[ArraySpec] {
+        &self.arrays
+    }
+
+    fn location(&self) -> String {
+        self.zip.location().to_string()
+    }
+
+    fn faults(&self) -> Faults {
+        self.zip.faults()
+    }
+
+    fn files(&self) -> &dyn Files {
+        self.zip.files()
+    }
+
+    fn work(&self, rows: usize, _arrays: &[usize]) -> Work {
+        Work::new(rows, u64::MAX)
+    }
+
+    fn plan(&self, _rows: &Rows, _arrays: &[usize], _plan: &mut Plan) -> Result<()> {
+        Err(Error::new(
+            ErrorKind::Internal,
+            self.location(),
+            "internal planning error: a ragged field planned as a fixed one",
+        ))
+    }
+
+    /// Each member's header first (fetched together), then its array, checked against its
+    /// own header and the field's dtype, into its place.
+    fn read_ragged(&self, rows: &Rows, _array: usize) -> Result<RaggedBatch> {
+        let chosen: Vec<usize> = rows.as_slice().iter().map(|&r| self.members[r]).collect();
+        self.zip.prelocate(&chosen, 512);
+        let dtype = &self.arrays[0].dtype;
+        let item = dtype.itemsize();
+        let mut offsets = Vec::with_capacity(chosen.len() + 1);
+        offsets.push(0u64);
+        let mut shapes = Vec::with_capacity(chosen.len());
+        let mut extents = Vec::with_capacity(chosen.len());
+        let mut bytes = 0usize;
+        for &i in &chosen {
+            let at = |e: Error| e.at(self.zip.member_location(i));
+            let header = self.zip.npy_header(i).map_err(at)?.ok_or_else(|| {
+                Error::new(
+                    ErrorKind::NpyFormat,
+                    self.zip.member_location(i),
+                    "member is not an NPY array",
+                )
+            })?;
+            if header.dtype != *dtype {
+                return Err(Error::new(
+                    ErrorKind::Inconsistent,
+                    self.zip.member_location(i),
+                    format!(
+                        "array is {}, but the field's arrays are {}",
+                        header.dtype.descr(),
+                        dtype.descr()
+                    ),
+                ));
+            }
+            if (bytes + header.data_len) as u64 > MAX_BATCH_BYTES {
+                return Err(Error::new(
+                    ErrorKind::LimitExceeded,
+                    self.zip.location(),
+                    "a batch of these arrays is over 2 GiB; read smaller batches",
+                ));
+            }
+            let expect = Arc::new(NpyExpect {
+                dtype: header.dtype.clone(),
+                shape: header.shape.clone(),
+                limits: self.limits,
+                keep_layout: false,
+            });
+            let data = self.zip.member_data(i).map_err(at)?;
+            let layout = self.zip.npy_layout(i).map_err(at)?;
+            let verify = self.zip.limits().verify_crc;
+            extents.push(
+                data.npy_extent(layout.as_deref(), &expect, verify, 0, bytes, 0)
+                    .map_err(at)?,
+            );
+            bytes += header.data_len;
+            offsets.push((bytes / item.max(1)) as u64);
+            shapes.push(header.shape);
+        }
+        let mut batch = RaggedBatch::zeroed(bytes, offsets, item);
+        batch.shapes = shapes;
+        self.zip
+            .run(&extents, &chosen, &mut [batch.bytes_mut()], self.threads)?;
         Ok(batch)
     }
 

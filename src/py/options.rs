@@ -291,7 +291,7 @@ pub(super) fn keyed(d: &Dict<'_>, tar: bool) -> PyResult<KeyedFormat> {
             let kind = Kind::parse(&k).ok_or_else(|| {
                 invalid_argument(
                     py,
-                    format!("kind {k:?} (kinds: image, int, npy, json, text, bytes)"),
+                    format!("kind {k:?} (kinds: image, int, npy, npy-ragged, json, text, bytes)"),
                 )
             })?;
             Ok((key, kind))

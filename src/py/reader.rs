@@ -65,6 +65,7 @@ pub(super) fn kind_name(kind: RaggedKind) -> &'static str {
         RaggedKind::Images => "images",
         RaggedKind::Utf8 => "text",
         RaggedKind::Json => "json",
+        RaggedKind::Arrays => "arrays",
     }
 }
 

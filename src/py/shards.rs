@@ -44,6 +44,7 @@ fn kind_of(name: &str) -> Option<RaggedKind> {
         "images" => RaggedKind::Images,
         "text" => RaggedKind::Utf8,
         "json" => RaggedKind::Json,
+        "arrays" => RaggedKind::Arrays,
         _ => return None,
     })
 }

@@ -10,6 +10,7 @@ import importlib
 import inspect
 import io
 import json
+import tarfile
 import zipfile
 
 import h5py
@@ -36,6 +37,7 @@ MODULES = [
     "packread._npy",
     "packread._npz",
     "packread._zip",
+    "packread._keyed",
     "packread._image",
     "packread._clip",
     "packread._open",
@@ -137,6 +139,16 @@ def example_files(tmp_path_factory):
             Image.fromarray(images[i].transpose(1, 2, 0)).save(buf, "PNG")
             z.writestr(f"{i:02d}.png", buf.getvalue())
         z.writestr("dataset.json", json.dumps({"labels": {f"{i:02d}.png": i for i in range(4)}}))
+    # A WebDataset shard (the layout webdataset's TarWriter writes): samples 000000... of a
+    # 32x32 photo (.jpg) and a label (.cls) that is the sample's index.
+    with tarfile.open(root / "train.tar", "w", format=tarfile.PAX_FORMAT) as t:
+        for i in range(16):
+            buf = io.BytesIO()
+            Image.fromarray(images[i].transpose(1, 2, 0)).save(buf, "JPEG")
+            for field, data in (("cls", str(i).encode()), ("jpg", buf.getvalue())):
+                info = tarfile.TarInfo(f"{i:06d}.{field}")
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
     for v, n in enumerate((8, 10, 12)):  # frame folders: three videos
         (root / "frames" / f"v_{v:03d}").mkdir(parents=True)
         for t in range(n):

@@ -48,6 +48,7 @@ PUBLIC = [
     "packread.open",
     "packread.HDF5Reader",
     "packread.ZipReader",
+    "packread.TarReader",
     "packread.NpyReader",
     "packread.NpzReader",
     "packread.ImageReader",

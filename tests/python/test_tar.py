@@ -982,3 +982,41 @@ def test_a_reopen_takes_the_walk_from_the_index_cache(small, tmp_path):
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     with pytest.raises(BadTarError, match="checksum"):
         packread.TarReader(path, remote=uncached)
+
+
+def test_npy_fields_of_different_shapes_read_ragged(tmp_path):
+    """``kinds={"npy": "npy-ragged"}``: ``.npy`` members of one dtype and any shapes (C and
+    Fortran order, 0-d; big-endian, given in native order as numpy's loaders give it) come
+    back as a list equal to ``np.load``'s, or flat as ``(values, offsets, shapes)``; a member of
+    another dtype (or byte order) is an InconsistentError naming it; the default ``"npy"``
+    kind stacks equal shapes and refuses the others."""
+    rng = np.random.default_rng(4)
+    arrays = [
+        rng.standard_normal((3, 5)).astype(">f4"),
+        np.asfortranarray(rng.standard_normal((4, 2)).astype(">f4")),
+        np.array(7.5, dtype=">f4"),
+        rng.standard_normal((2, 3, 2)).astype(">f4"),
+    ]
+    samples = [{"__key__": f"r{i}", "npy": tars.npy(a), "cls": i} for i, a in enumerate(arrays)]
+    path = tars.write_samples(str(tmp_path / "ragged.tar"), samples)
+    r = packread.TarReader(path, fields=["npy", "cls"], kinds={"npy": "npy-ragged"})
+    assert r.ragged_keys == ["npy"]
+    got = r.batch([3, 0, 2, 1, 0])["npy"]
+    for g, i in zip(got, [3, 0, 2, 1, 0], strict=True):
+        want = np.load(io.BytesIO(tars.npy(arrays[i])))
+        assert g.shape == want.shape, (g.shape, want.shape)
+        assert g.dtype == np.dtype("=f4")
+        np.testing.assert_array_equal(g, want)
+    flat = packread.TarReader(
+        path, fields=["npy"], kinds={"npy": "npy-ragged"}, ragged="flat"
+    ).batch([1, 2])["npy"]
+    values, offsets, shapes = flat
+    assert shapes == [(4, 2), ()]
+    assert offsets.tolist() == [0, 8, 9]
+    np.testing.assert_array_equal(values[:8].reshape(4, 2), arrays[1])
+    with pytest.raises(InconsistentError):
+        packread.TarReader(path, fields=["npy"]).batch([0, 1])
+    other = [*samples, {"__key__": "r9", "npy": tars.npy(np.zeros(3, "<i2")), "cls": 9}]
+    bad = tars.write_samples(str(tmp_path / "dtypes.tar"), other)
+    with pytest.raises(InconsistentError, match=r"r9\.npy"):
+        packread.TarReader(bad, fields=["npy"], kinds={"npy": "npy-ragged"}).batch([0, 4])

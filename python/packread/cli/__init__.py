@@ -310,8 +310,10 @@ def _convert(args: argparse.Namespace) -> int:
             for n, d in result.datasets.items()
         )
         resumed = f", resumed at sample {result.resumed_from:,}" if result.resumed_from else ""
+        # A compressed tar's conversion copies members (several a sample), not arrays.
+        count = f"{result.samples:,} samples ({what})" if what else f"{result.samples:,} members"
         print(
-            f"{result.dst}: {result.samples:,} samples ({what}), "
+            f"{result.dst}: {count}, "
             f"{human_bytes(result.dst_bytes)}, {result.seconds:.1f} s{resumed}"
         )
         if result.copied:

@@ -4,11 +4,13 @@ use (numpy, h5py, PyTables, zipfile, PIL), small enough that every example runs 
 Each file is what the pages say it is: ``train.h5`` holds images and labels (and a dataset of
 another length, which ``h.skipped`` shows), ``train.zip`` is a ZIP of images labelled by its
 ``dataset.json``, ``raw.zip`` holds raw 3x256x256 members, ``data/train_*.h5`` are two shards of
-500 samples... Names an example writes (``packread convert``'s outputs, ``train.idx.json``) are
+500 samples, ``shards/train-*.tar`` two WebDataset shards (``shard.tar.gz``: the first,
+gzipped)... Names an example writes (``packread convert``'s outputs, ``train.idx.json``) are
 not here."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -18,12 +20,15 @@ from pathlib import Path
 import h5py
 import numpy as np
 import tables
+import webdataset
 from PIL import Image
 
 #: Samples in ``train.h5`` (the examples index up to 42; a DataLoader epoch is two batches).
 TRAIN = 128
 #: Images in ``train.zip`` and rows of ``frames.h5``.
 IMAGES = 8
+#: Samples in each WebDataset shard ``shards/train-00000k.tar`` (two shards).
+SHARD = 8
 
 
 def _image(rng: np.random.Generator, h: int = 24, w: int = 32) -> Image.Image:
@@ -158,3 +163,19 @@ def write(root: str | os.PathLike[str]) -> None:
     _tree(root / "imagenet" / "train", rng, ("cat", "dog", "rocket"), 3)
     for s in range(2):
         _tree_zip(root / "imagenet" / f"part{s}.zip", rng, ("cat", "dog"))
+
+    # WebDataset shards, as webdataset's ShardWriter writes them: samples 000000, 000001...
+    # of a photo (.jpg), a label (.cls) and a caption (.json), SHARD to a shard; and the first
+    # shard gzipped (shard.tar.gz), as shards are often downloaded.
+    (root / "shards").mkdir()
+    pattern = str(root / "shards" / "train-%06d.tar")
+    with webdataset.ShardWriter(pattern, maxcount=SHARD, verbose=0) as sink:
+        for i in range(2 * SHARD):
+            buf = io.BytesIO()
+            _image(rng, 24 + 2 * (i % 4), 32).save(buf, "JPEG")
+            caption = {"caption": f"picture {i}", "width": 32}
+            sink.write(
+                {"__key__": f"{i:06d}", "jpg": buf.getvalue(), "cls": i % 2, "json": caption}
+            )
+    first = (root / "shards" / "train-000000.tar").read_bytes()
+    (root / "shard.tar.gz").write_bytes(gzip.compress(first))

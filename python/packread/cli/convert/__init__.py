@@ -112,6 +112,7 @@ class ConvertResult:
 
     src: str
     dst: str
+    #: Samples written (of a compressed tar: members copied).
     samples: int
     #: Per converted array: dtype, sample shape, chunk shape and codec (HDF5) of the output.
     datasets: dict[str, dict[str, Any]]
