@@ -89,6 +89,12 @@ class ZipReader(SampleKeys, ArrayReader):
     members are raw bytes viewed as ``dtype`` (default ``uint8``) and ``shape`` (default: one
     dimension, from the first member's size).
 
+    ``fields=`` reads a ZIP whose members are laid out by key as WebDataset lays out tar
+    shards (``000123.jpg``, ``000123.cls``): each sample is a key, each field read by its kind,
+    with the options of :class:`~packread.TarReader` (``kinds``, ``decode``, ``augment_seed``,
+    ``on_error``, ``on_missing``, ``ragged``); ``members``, ``dtype`` and ``shape`` then do not
+    apply.
+
     >>> z = ZipReader("train.zip", members="*.raw", shape=(3, 32, 32))
     >>> images = z.batch([0, 5, 9])  # (3, 3, 32, 32) uint8
     >>> images.shape, images.dtype
