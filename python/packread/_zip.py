@@ -155,40 +155,7 @@ class ZipReader(SampleKeys, ArrayReader):
         max_open_shards: Any = None,
     ) -> None:
         remote, limits = Remote._of(remote), Limits._of(limits)
-        if fields is not None:
-            self._setup_keyed(
-                source,
-                state,
-                {
-                    "fields": fields,
-                    "kinds": kinds,
-                    "decode": ImageDecode._of(decode),
-                    "augment_seed": int(augment_seed),
-                    "on_error": on_error,
-                    "on_missing": on_missing,
-                    "ragged": ragged,
-                    "verify_crc": bool(verify_crc),
-                    "num_threads": check_num_threads(num_threads),
-                    "remote": remote,
-                    "limits": limits,
-                    "shard_index": shard_index,
-                    "max_open_shards": max_open_shards,
-                },
-                (members, dtype, shape),
-            )
-            return
-        keyed_only = {"kinds": kinds, "decode": decode, "on_missing": on_missing != "raise"}
-        given = [k for k, v in keyed_only.items() if v]
-        if given:
-            raise InvalidArgumentError(
-                f"ZipReader: {given[0]}= applies to samples grouped by key; pass fields="
-            )
-        members = members_option(members)
-        shape = None if shape is None else tuple(int(d) for d in shape)
-        self._kwargs = {
-            "members": members,
-            "dtype": dtype,
-            "shape": shape,
+        common = {
             "verify_crc": bool(verify_crc),
             "num_threads": check_num_threads(num_threads),
             "remote": remote,
@@ -196,6 +163,34 @@ class ZipReader(SampleKeys, ArrayReader):
             "shard_index": shard_index,
             "max_open_shards": max_open_shards,
         }
+        if fields is not None:
+            keyed = {
+                "fields": fields,
+                "kinds": kinds,
+                "decode": ImageDecode._of(decode),
+                "augment_seed": int(augment_seed),
+                "on_error": on_error,
+                "on_missing": on_missing,
+                "ragged": ragged,
+            }
+            self._setup_keyed(source, state, {**keyed, **common}, (members, dtype, shape))
+            return
+        keyed_only = {
+            "kinds": kinds is not None,
+            "decode": decode is not None,
+            "augment_seed": augment_seed != 0,
+            "on_error": on_error != "raise",
+            "on_missing": on_missing != "raise",
+            "ragged": ragged != "list",
+        }
+        given = [k for k, v in keyed_only.items() if v]
+        if given:
+            raise InvalidArgumentError(
+                f"ZipReader: {given[0]}= applies to samples grouped by key; pass fields="
+            )
+        members = members_option(members)
+        shape = None if shape is None else tuple(int(d) for d in shape)
+        self._kwargs = {"members": members, "dtype": dtype, "shape": shape, **common}
         self._options = {
             "members": members,
             "dtype": descr_text(dtype),

@@ -374,7 +374,7 @@ fn part(
                 ))
             }
         },
-        Kind::NpyRagged => Arc::new(NpyArrays::new(zip, members, &field.names, threads)?),
+        Kind::NpyRagged => Arc::new(Members::npy_arrays(zip, members, &field.names, threads)?),
         Kind::Int => Arc::new(Members::new(zip, members, None, threads)),
         Kind::Json => Arc::new(Members::new(zip, members, Some(RaggedKind::Json), threads)),
         Kind::Text => Arc::new(Members::new(zip, members, Some(RaggedKind::Utf8), threads)),
@@ -392,48 +392,103 @@ const MAX_INT_BYTES: u64 = 64;
 /// Most bytes one batch of a bytes field may hold.
 const MAX_BATCH_BYTES: u64 = 2 << 30;
 
-/// Members read whole: as bytes (a ragged array of bytes, text or JSON) or as integer labels
-/// (int64).
+/// What a field of [`Members`] read whole becomes.
+enum Whole {
+    /// An integer label written as text, parsed into int64 (after the batch's other reads).
+    Ints,
+    /// The bytes as they are (bytes, text or JSON: a ragged array).
+    Bytes,
+    /// `.npy` arrays of the field's dtype, each of its own shape (a ragged array, its batch
+    /// holding every sample's shape).
+    Arrays(crate::formats::npy::Limits),
+}
+
+/// Members read whole, as [`Whole`] says.
 struct Members {
     zip: Arc<ZipIndex>,
     members: Vec<usize>,
+    whole: Whole,
     arrays: [ArraySpec; 1],
     threads: Option<usize>,
 }
 
+/// A ragged array of `dtype` holding `kind`.
+fn ragged(kind: RaggedKind, dtype: DType) -> ArraySpec {
+    ArraySpec {
+        name: String::new(),
+        dtype: dtype.clone(),
+        shape: vec![],
+        ragged: Some(Ragged {
+            kind,
+            dtype,
+            shape: vec![None],
+        }),
+    }
+}
+
 impl Members {
+    /// Integer labels (`kind` `None`), or bytes held as `kind`.
     fn new(
         zip: &Arc<ZipIndex>,
         members: Vec<usize>,
         bytes: Option<RaggedKind>,
         threads: Option<usize>,
     ) -> Members {
-        let array = match bytes {
-            None => ArraySpec::fixed("", dtype("<i8"), vec![]),
-            Some(kind) => ArraySpec {
-                name: String::new(),
-                dtype: dtype("|u1"),
-                shape: vec![],
-                ragged: Some(Ragged {
-                    kind,
-                    dtype: dtype("|u1"),
-                    shape: vec![None],
-                }),
-            },
+        let (whole, array) = match bytes {
+            None => (Whole::Ints, ArraySpec::fixed("", dtype("<i8"), vec![])),
+            Some(kind) => (Whole::Bytes, ragged(kind, dtype("|u1"))),
         };
         Members {
             zip: Arc::clone(zip),
             members,
+            whole,
             arrays: [array],
             threads,
         }
     }
 
-    /// The members of `rows`, read whole one after another (at `offsets`) into one buffer.
-    fn read_whole(&self, rows: &Rows, max_each: u64) -> Result<(Vec<u8>, Vec<u64>)> {
+    /// `.npy` arrays of the dtype the first member's header declares, of any shapes.
+    fn npy_arrays(
+        zip: &Arc<ZipIndex>,
+        members: Vec<usize>,
+        names: &[String],
+        threads: Option<usize>,
+    ) -> Result<Members> {
+        let first = *members.first().ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                zip.location(),
+                format!(
+                    "no sample has field {}: its arrays' dtype is unknown",
+                    names.join(" or ")
+                ),
+            )
+        })?;
+        let header = npy_header(zip, first)?;
+        Ok(Members {
+            zip: Arc::clone(zip),
+            members,
+            whole: Whole::Arrays(zip.limits().npy),
+            arrays: [ragged(RaggedKind::Arrays, header.dtype)],
+            threads,
+        })
+    }
+
+    /// The members of `rows`, read whole one after another (at `offsets`) into `out`, made of
+    /// the offsets' last: `Ints` members are refused over [`MAX_INT_BYTES`].
+    fn read_whole(
+        &self,
+        rows: &Rows,
+        out: impl FnOnce(Vec<u64>) -> RaggedBatch,
+    ) -> Result<RaggedBatch> {
         let chosen: Vec<usize> = rows.as_slice().iter().map(|&r| self.members[r]).collect();
+        let max_each = match self.whole {
+            Whole::Ints => MAX_INT_BYTES,
+            _ => u64::MAX,
+        };
         let mut offsets = Vec::with_capacity(chosen.len() + 1);
         offsets.push(0u64);
+        let mut extents = Vec::with_capacity(chosen.len());
         for &i in &chosen {
             let size = self.zip.members()[i].size();
             if size > max_each {
@@ -443,26 +498,87 @@ impl Members {
                     format!("member is {size} bytes: too long for an integer label"),
                 ));
             }
-            let end = offsets[offsets.len() - 1] + size;
-            if end > MAX_BATCH_BYTES {
+            let at = offsets[offsets.len() - 1];
+            check_batch_bytes(&self.zip, at + size)?;
+            extents.push(self.zip.extent(i, &Payload::Raw, 0, at as usize)?);
+            offsets.push(at + size);
+        }
+        let mut batch = out(offsets);
+        self.zip
+            .run(&extents, &chosen, &mut [batch.bytes_mut()], self.threads)?;
+        Ok(batch)
+    }
+
+    /// Each member's header first (fetched together), then its array, checked against its
+    /// own header and the field's dtype, into its place.
+    fn read_arrays(&self, rows: &Rows, limits: crate::formats::npy::Limits) -> Result<RaggedBatch> {
+        let chosen: Vec<usize> = rows.as_slice().iter().map(|&r| self.members[r]).collect();
+        self.zip.prelocate(&chosen, 512);
+        let dtype = &self.arrays[0].dtype;
+        let item = dtype.itemsize().max(1);
+        let mut offsets = Vec::with_capacity(chosen.len() + 1);
+        offsets.push(0u64);
+        let mut shapes = Vec::with_capacity(chosen.len());
+        let mut extents = Vec::with_capacity(chosen.len());
+        let mut bytes = 0usize;
+        for &i in &chosen {
+            let at = |e: Error| e.at(self.zip.member_location(i));
+            let header = npy_header(&self.zip, i)?;
+            if header.dtype != *dtype {
                 return Err(Error::new(
-                    ErrorKind::LimitExceeded,
-                    self.zip.location(),
-                    "a batch of these members is over 2 GiB; read smaller batches",
+                    ErrorKind::Inconsistent,
+                    self.zip.member_location(i),
+                    format!(
+                        "array is {}, but the field's arrays are {}",
+                        header.dtype.descr(),
+                        dtype.descr()
+                    ),
                 ));
             }
-            offsets.push(end);
+            check_batch_bytes(&self.zip, (bytes + header.data_len) as u64)?;
+            let expect = Arc::new(NpyExpect {
+                dtype: header.dtype.clone(),
+                shape: header.shape.clone(),
+                limits,
+                keep_layout: false,
+            });
+            let data = self.zip.member_data(i).map_err(at)?;
+            let layout = self.zip.npy_layout(i).map_err(at)?;
+            let verify = self.zip.limits().verify_crc;
+            extents.push(
+                data.npy_extent(layout.as_deref(), &expect, verify, 0, bytes, 0)
+                    .map_err(at)?,
+            );
+            bytes += header.data_len;
+            offsets.push((bytes / item) as u64);
+            shapes.push(header.shape);
         }
-        let mut buf = vec![0u8; offsets[offsets.len() - 1] as usize];
-        let extents = chosen
-            .iter()
-            .zip(&offsets)
-            .map(|(&i, &at)| self.zip.extent(i, &Payload::Raw, 0, at as usize))
-            .collect::<Result<Vec<_>>>()?;
+        let mut batch = RaggedBatch::zeroed(bytes, offsets, item);
+        batch.shapes = shapes;
         self.zip
-            .run(&extents, &chosen, &mut [&mut buf], self.threads)?;
-        Ok((buf, offsets))
+            .run(&extents, &chosen, &mut [batch.bytes_mut()], self.threads)?;
+        Ok(batch)
     }
+}
+
+/// Member `i`'s NPY header; a member that is not NPY is an `NpyFormatError` naming it.
+fn npy_header(zip: &ZipIndex, i: usize) -> Result<crate::formats::npy::NpyHeader> {
+    let at = || zip.member_location(i);
+    zip.npy_header(i)
+        .map_err(|e| e.at(at()))?
+        .ok_or_else(|| Error::new(ErrorKind::NpyFormat, at(), "member is not an NPY array"))
+}
+
+/// Refuses a batch of a field growing past [`MAX_BATCH_BYTES`].
+fn check_batch_bytes(zip: &ZipIndex, bytes: u64) -> Result<()> {
+    if bytes > MAX_BATCH_BYTES {
+        return Err(Error::new(
+            ErrorKind::LimitExceeded,
+            zip.location(),
+            "a batch of these members is over 2 GiB; read smaller batches",
+        ));
+    }
+    Ok(())
 }
 
 impl Index for Members {
@@ -487,11 +603,22 @@ impl Index for Members {
     }
 
     fn work(&self, rows: usize, _arrays: &[usize]) -> Work {
-        Work::new(rows, rows as u64 * 8)
+        match self.whole {
+            Whole::Ints => Work::new(rows, rows as u64 * 8),
+            _ => Work::new(rows, u64::MAX),
+        }
     }
 
-    /// Integer labels are read and parsed after the batch's other reads ([`Index::fill`]).
+    /// Integer labels are read and parsed after the batch's other reads ([`Index::fill`]); the
+    /// other kinds are ragged, never planned.
     fn plan(&self, _rows: &Rows, _arrays: &[usize], plan: &mut Plan) -> Result<()> {
+        if !matches!(self.whole, Whole::Ints) {
+            return Err(Error::new(
+                ErrorKind::Internal,
+                self.location(),
+                "internal planning error: a ragged field planned as a fixed one",
+            ));
+        }
         plan.after.push(After::Fill {
             out: 0,
             tag: Tag::new(0, 0),
@@ -500,9 +627,12 @@ impl Index for Members {
     }
 
     fn fill(&self, rows: &Rows, _tag: Tag, out: &mut [u8]) -> Result<()> {
-        let (bytes, offsets) = self.read_whole(rows, MAX_INT_BYTES)?;
-        for (k, pair) in offsets.windows(2).enumerate() {
-            let text = &bytes[pair[0] as usize..pair[1] as usize];
+        let batch = self.read_whole(rows, |offsets| {
+            let n = offsets[offsets.len() - 1] as usize;
+            RaggedBatch::zeroed(n, offsets, 1)
+        })?;
+        for (k, pair) in batch.offsets.windows(2).enumerate() {
+            let text = &batch.bytes()[pair[0] as usize..pair[1] as usize];
             let value = std::str::from_utf8(text)
                 .ok()
                 .and_then(|t| t.trim().parse::<i64>().ok())
@@ -523,165 +653,13 @@ impl Index for Members {
     }
 
     fn read_ragged(&self, rows: &Rows, _array: usize) -> Result<RaggedBatch> {
-        let (bytes, offsets) = self.read_whole(rows, u64::MAX)?;
-        let mut batch = RaggedBatch::zeroed(bytes.len(), offsets, 1);
-        batch.bytes_mut().copy_from_slice(&bytes);
-        Ok(batch)
-    }
-
-    fn locate(&self, tag: Tag, error: Error) -> Error {
-        error.at(self.zip.member_location(tag.at as usize))
-    }
-}
-
-/// `.npy` members of one dtype read whole, each of its own shape: a ragged array whose batch
-/// holds every sample's elements one after another and its shape.
-struct NpyArrays {
-    zip: Arc<ZipIndex>,
-    members: Vec<usize>,
-    arrays: [ArraySpec; 1],
-    limits: crate::formats::npy::Limits,
-    threads: Option<usize>,
-}
-
-impl NpyArrays {
-    /// The members' arrays, of the dtype the first one's header declares.
-    fn new(
-        zip: &Arc<ZipIndex>,
-        members: Vec<usize>,
-        names: &[String],
-        threads: Option<usize>,
-    ) -> Result<NpyArrays> {
-        let first = *members.first().ok_or_else(|| {
-            Error::new(
-                ErrorKind::InvalidArgument,
-                zip.location(),
-                format!(
-                    "no sample has field {}: its arrays' dtype is unknown",
-                    names.join(" or ")
-                ),
-            )
-        })?;
-        let header = zip.npy_header(first)?.ok_or_else(|| {
-            Error::new(
-                ErrorKind::NpyFormat,
-                zip.member_location(first),
-                "member is not an NPY array",
-            )
-        })?;
-        Ok(NpyArrays {
-            zip: Arc::clone(zip),
-            members,
-            arrays: [ArraySpec {
-                name: String::new(),
-                dtype: header.dtype.clone(),
-                shape: vec![],
-                ragged: Some(Ragged {
-                    kind: RaggedKind::Arrays,
-                    dtype: header.dtype,
-                    shape: vec![None],
-                }),
-            }],
-            limits: zip.limits().npy,
-            threads,
-        })
-    }
-}
-
-impl Index for NpyArrays {
-    fn len(&self) -> usize {
-        self.members.len()
-    }
-
-    fn arrays(&self) -> &[ArraySpec] {
-        &self.arrays
-    }
-
-    fn location(&self) -> String {
-        self.zip.location().to_string()
-    }
-
-    fn faults(&self) -> Faults {
-        self.zip.faults()
-    }
-
-    fn files(&self) -> &dyn Files {
-        self.zip.files()
-    }
-
-    fn work(&self, rows: usize, _arrays: &[usize]) -> Work {
-        Work::new(rows, u64::MAX)
-    }
-
-    fn plan(&self, _rows: &Rows, _arrays: &[usize], _plan: &mut Plan) -> Result<()> {
-        Err(Error::new(
-            ErrorKind::Internal,
-            self.location(),
-            "internal planning error: a ragged field planned as a fixed one",
-        ))
-    }
-
-    /// Each member's header first (fetched together), then its array, checked against its
-    /// own header and the field's dtype, into its place.
-    fn read_ragged(&self, rows: &Rows, _array: usize) -> Result<RaggedBatch> {
-        let chosen: Vec<usize> = rows.as_slice().iter().map(|&r| self.members[r]).collect();
-        self.zip.prelocate(&chosen, 512);
-        let dtype = &self.arrays[0].dtype;
-        let item = dtype.itemsize();
-        let mut offsets = Vec::with_capacity(chosen.len() + 1);
-        offsets.push(0u64);
-        let mut shapes = Vec::with_capacity(chosen.len());
-        let mut extents = Vec::with_capacity(chosen.len());
-        let mut bytes = 0usize;
-        for &i in &chosen {
-            let at = |e: Error| e.at(self.zip.member_location(i));
-            let header = self.zip.npy_header(i).map_err(at)?.ok_or_else(|| {
-                Error::new(
-                    ErrorKind::NpyFormat,
-                    self.zip.member_location(i),
-                    "member is not an NPY array",
-                )
-            })?;
-            if header.dtype != *dtype {
-                return Err(Error::new(
-                    ErrorKind::Inconsistent,
-                    self.zip.member_location(i),
-                    format!(
-                        "array is {}, but the field's arrays are {}",
-                        header.dtype.descr(),
-                        dtype.descr()
-                    ),
-                ));
-            }
-            if (bytes + header.data_len) as u64 > MAX_BATCH_BYTES {
-                return Err(Error::new(
-                    ErrorKind::LimitExceeded,
-                    self.zip.location(),
-                    "a batch of these arrays is over 2 GiB; read smaller batches",
-                ));
-            }
-            let expect = Arc::new(NpyExpect {
-                dtype: header.dtype.clone(),
-                shape: header.shape.clone(),
-                limits: self.limits,
-                keep_layout: false,
-            });
-            let data = self.zip.member_data(i).map_err(at)?;
-            let layout = self.zip.npy_layout(i).map_err(at)?;
-            let verify = self.zip.limits().verify_crc;
-            extents.push(
-                data.npy_extent(layout.as_deref(), &expect, verify, 0, bytes, 0)
-                    .map_err(at)?,
-            );
-            bytes += header.data_len;
-            offsets.push((bytes / item.max(1)) as u64);
-            shapes.push(header.shape);
+        match self.whole {
+            Whole::Arrays(limits) => self.read_arrays(rows, limits),
+            _ => self.read_whole(rows, |offsets| {
+                let n = offsets[offsets.len() - 1] as usize;
+                RaggedBatch::zeroed(n, offsets, 1)
+            }),
         }
-        let mut batch = RaggedBatch::zeroed(bytes, offsets, item);
-        batch.shapes = shapes;
-        self.zip
-            .run(&extents, &chosen, &mut [batch.bytes_mut()], self.threads)?;
-        Ok(batch)
     }
 
     fn locate(&self, tag: Tag, error: Error) -> Error {
