@@ -619,8 +619,10 @@ pub fn count(
     let mut labelled: Vec<Option<Vec<i64>>> = Vec::new();
     let mut kept = Vec::new();
     // Keyed samples: which shard each key is in (a key in two shards is two samples that
-    // webdataset would read as one, or not: refused).
-    let mut keys: HashMap<OsString, usize> = HashMap::new();
+    // webdataset would read as one, or not: refused). Kept as 64-bit hashes, 16 bytes a key
+    // rather than the key itself; a hash seen before is checked against the other shard's
+    // names, so that a collision refuses nothing.
+    let mut keys: HashMap<u64, usize> = HashMap::new();
     let keyed = matches!(options.format, Format::Keyed(_));
     for (k, location) in locations.iter().enumerate() {
         let one = open(location, options, Some(k))?;
@@ -631,16 +633,23 @@ pub fn count(
         );
         if keyed {
             for name in &one.names {
-                if let Some(other) = keys.insert(name.clone(), k) {
-                    return Err(Error::new(
-                        ErrorKind::Inconsistent,
-                        crate::source::shown(Path::new(&location.name)),
-                        format!(
-                            "key {:?} is in two shards: this one and {}",
-                            name.to_string_lossy(),
-                            crate::source::shown(Path::new(&locations[other].name))
-                        ),
-                    ));
+                let hash = crate::remote::index_cache::fnv1a(name.as_encoded_bytes());
+                match keys.insert(hash, k) {
+                    Some(other) if other != k => {
+                        let theirs = open(&locations[other], options, Some(other))?.names;
+                        if theirs.contains(name) {
+                            return Err(Error::new(
+                                ErrorKind::Inconsistent,
+                                crate::source::shown(Path::new(&location.name)),
+                                format!(
+                                    "key {:?} is in two shards: this one and {}",
+                                    name.to_string_lossy(),
+                                    crate::source::shown(Path::new(&locations[other].name))
+                                ),
+                            ));
+                        }
+                    }
+                    _ => {}
                 }
             }
         }
