@@ -75,7 +75,7 @@ import packread
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benches"))
 
-from image_workloads import PHOTOS, QUALITY, RATIO, SCALE, SHAPES  # noqa: E402
+from image_workloads import PHOTOS, QUALITY, RATIO, SCALE, photo_crop  # noqa: E402
 
 BATCH, SIZE, WORKERS, BUFFER = 64, 224, 2, 1000
 N_CLASSES = len(PHOTOS)
@@ -175,20 +175,8 @@ def photo_samples(n: int, seed: int = 32) -> Any:
             photos.append(im.convert("RGB"))
     labels = np.arange(n) % N_CLASSES
     rng.shuffle(labels)
-    shapes = [s for s, _ in SHAPES]
-    weights = np.array([w for _, w in SHAPES])
     for i in range(n):
-        src = photos[int(labels[i])]
-        w0, h0 = shapes[rng.choice(len(shapes), p=weights / weights.sum())]
-        w, h = round(w0 * rng.uniform(0.95, 1.05)), round(h0 * rng.uniform(0.95, 1.05))
-        sw, sh = src.size
-        most = min(sw / w, sh / h)
-        fit = max(most * rng.uniform(0.6, 1.0), min(most, 1.0))
-        bw, bh = w * fit, h * fit
-        x0, y0 = rng.uniform(0, sw - bw), rng.uniform(0, sh - bh)
-        im = src.resize((w, h), Image.Resampling.LANCZOS, box=(x0, y0, x0 + bw, y0 + bh))
-        if rng.random() < 0.5:
-            im = im.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+        im = photo_crop(photos[int(labels[i])], rng)
         buf = io.BytesIO()
         im.save(buf, "JPEG", quality=QUALITY)
         yield {"__key__": f"{i:06d}", "jpg": buf.getvalue(), "cls": int(labels[i])}

@@ -189,6 +189,27 @@ def _center_box(height: int, width: int) -> tuple[int, int, int, int]:
     return round(top), round(left), round(s), round(s)
 
 
+def photo_crop(src: Any, rng: np.random.Generator) -> Any:
+    """One training photo from the PIL image ``src``: a target size drawn from :data:`SHAPES`
+    (within 5 %), the largest box of its aspect in the photograph scaled 0.6-1 (but not below
+    the target's size where the photograph is large enough: upscaling blurs), anywhere,
+    resized with LANCZOS, flipped half the time."""
+    shapes = [s for s, _ in SHAPES]
+    weights = np.array([p for _, p in SHAPES])
+    w0, h0 = shapes[rng.choice(len(shapes), p=weights / weights.sum())]
+    w = round(w0 * rng.uniform(0.95, 1.05))
+    h = round(h0 * rng.uniform(0.95, 1.05))
+    sw, sh = src.size
+    most = min(sw / w, sh / h)
+    fit = max(most * rng.uniform(0.6, 1.0), min(most, 1.0))
+    bw, bh = w * fit, h * fit
+    x0, y0 = rng.uniform(0, sw - bw), rng.uniform(0, sh - bh)
+    im = src.resize((w, h), Image.Resampling.LANCZOS, box=(x0, y0, x0 + bw, y0 + bh))
+    if rng.random() < 0.5:
+        im = im.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+    return im
+
+
 def write_image_workload(root: str, n: int, seed: int = 15, log: Callable[[str], None] = print):
     """Writes ``n`` JPEGs under ``root`` as ``images.zip`` and the tree ``train/``."""
     rng = np.random.default_rng(seed)
@@ -202,8 +223,6 @@ def write_image_workload(root: str, n: int, seed: int = 15, log: Callable[[str],
     tree = os.path.join(root, "train")
     os.makedirs(root, exist_ok=True)
     zip_path = os.path.join(root, "images.zip")
-    shapes = [s for s, _ in SHAPES]
-    weights = np.array([p for _, p in SHAPES])
     sizes = np.empty((n, 2), dtype=np.int64)
     full = np.empty((n, 3))
     center = np.empty((n, 3))
@@ -219,21 +238,8 @@ def write_image_workload(root: str, n: int, seed: int = 15, log: Callable[[str],
         )
         for pos, j in enumerate(order):
             k = int(labels[j])
-            src = Image.fromarray(photos[k])
-            w0, h0 = shapes[rng.choice(len(shapes), p=weights / weights.sum())]
-            w = round(w0 * rng.uniform(0.95, 1.05))
-            h = round(h0 * rng.uniform(0.95, 1.05))
-            # The largest box of the target's aspect in the photograph, scaled 0.6-1 (but not
-            # below the target's size where the photograph is large enough: upscaling blurs),
-            # anywhere.
-            sw, sh = src.size
-            most = min(sw / w, sh / h)
-            fit = max(most * rng.uniform(0.6, 1.0), min(most, 1.0))
-            bw, bh = w * fit, h * fit
-            x0, y0 = rng.uniform(0, sw - bw), rng.uniform(0, sh - bh)
-            im = src.resize((w, h), Image.Resampling.LANCZOS, box=(x0, y0, x0 + bw, y0 + bh))
-            if rng.random() < 0.5:
-                im = im.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+            im = photo_crop(Image.fromarray(photos[k]), rng)
+            h, w = im.height, im.width
             buf = io.BytesIO()
             im.save(buf, "JPEG", quality=QUALITY)
             raw = buf.getvalue()
