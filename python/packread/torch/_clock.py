@@ -96,16 +96,32 @@ class _EpochClock:
         worker: int,
         workers: int,
         resume_epoch: int | None,
-        batches: int,
+        batches: int | Callable[[int, Any], int],
     ) -> tuple[int, int, int]:
         """``(epoch, first batch, generation id)`` of the iteration this worker starts.
 
         ``resume_epoch``: this worker's copy was given a worker state (StatefulDataLoader).
-        ``batches``: batches per epoch (a pending position at the end means the next epoch).
+        ``batches``: batches per epoch, or a function of the epoch and the recorded settings
+        giving them (a pending position at the end means the next epoch).
         """
-        pid = os.getpid()
+        gen = self.claim_generation(token, worker, workers, resume_epoch, batches)
+        return gen["epoch"], gen["start"], gen["id"]
 
-        def change(record: dict[str, Any]) -> tuple[int, int, int]:
+    def claim_generation(
+        self,
+        token: int | None,
+        worker: int,
+        workers: int,
+        resume_epoch: int | None,
+        batches: int | Callable[[int, Any], int],
+    ) -> dict[str, Any]:
+        """:meth:`claim`'s generation, whole: a new one also records the ``"settings"`` the
+        record holds then (``MixDataset``'s weights), so that every worker of an iteration
+        reads with the same ones, whatever changes while they start."""
+        pid = os.getpid()
+        count = batches if callable(batches) else (lambda _epoch, _settings: batches)
+
+        def change(record: dict[str, Any]) -> dict[str, Any]:
             gen = record.get("gen")
             pending = record.pop("pending", None)
             if (
@@ -120,13 +136,17 @@ class _EpochClock:
                 gen["pids"].append(pid)
                 if resume_epoch is not None:
                     gen["used"] = True
-                return gen["epoch"], gen["start"], gen["id"]
+                return dict(gen)
             used = False
             if resume_epoch is not None:
                 epoch, start, used = resume_epoch, 0, True
             elif pending is not None:
                 # A state saved at the end of an epoch resumes at the start of the next.
-                epoch, start = resume_point(pending["epoch"], pending["start"], batches)
+                epoch, start = resume_point(
+                    pending["epoch"],
+                    pending["start"],
+                    count(pending["epoch"], record.get("settings")),
+                )
             elif gen is not None and not gen["used"]:
                 # The last iteration never yielded a batch: it did not use up its epoch.
                 epoch, start = gen["epoch"], gen["start"]
@@ -143,10 +163,19 @@ class _EpochClock:
                 "claimed": [worker],
                 "pids": [pid],
                 "used": used,
+                "settings": record.get("settings"),
             }
-            return epoch, start, record["gen"]["id"]
+            return dict(record["gen"])
 
         return self._update(change)
+
+    def set_settings(self, settings: Any) -> None:
+        """Records settings (JSON) the next generation takes (see :meth:`claim_generation`)."""
+
+        def change(record: dict[str, Any]) -> None:
+            record["settings"] = settings
+
+        self._update(change)
 
     def mark_used(self, gen_id: int) -> None:
         """Records that iteration ``gen_id`` yielded a batch (so the next one is a new epoch)."""

@@ -4,7 +4,7 @@ arithmetic is :mod:`packread._epoch`'s; the epoch each iteration reads, :mod:`._
 
 from __future__ import annotations
 
-import collections
+import functools
 import inspect
 import os
 import secrets
@@ -30,9 +30,19 @@ from .._epoch import (
 )
 from .._open import Source, legacy_datasets
 from ..errors import InvalidArgumentError, PackreadTypeError
-from ._buffers import Device, Recycled, WorkerSlabs, cuda_available, want_pinned
+from ._buffers import Device, Recycled, WorkerSlabs, want_pinned
 from ._clock import _EpochClock
-from ._reading import Sink, Started, _ReaderSlot, finish_batch, start_batch
+from ._reading import (
+    Sink,
+    Started,
+    _ReaderSlot,
+    check_device,
+    check_ranks,
+    find_ranks,
+    finish_batch,
+    run_batches,
+    start_batch,
+)
 
 #: Samples found not to decode in DataLoader workers, as their batches reached this process:
 #: ``{dataset token: {index: why}}``.
@@ -157,28 +167,17 @@ class PackDataset(IterableDataset):
             )
         if transform is not None and not callable(transform):
             raise PackreadTypeError("transform must be callable")
-        if (rank is None) != (world_size is None):
-            raise InvalidArgumentError("give both rank and world_size, or neither")
-        if world_size is not None:
-            check_int("world_size", world_size, 1)
-            if not 0 <= check_int("rank", rank, 0) < world_size:
-                raise InvalidArgumentError(f"rank {rank} is not in range(world_size={world_size})")
+        explicit = check_ranks(rank, world_size)
         self.shuffle = bool(shuffle)
         self.seed = check_int("seed", seed, -(2**63)) & (2**64 - 1)
         self.drop_last = bool(drop_last)
         self.shuffle_mode = shuffle_mode if self.shuffle else "none"
         self.transform = transform
         self.pin_memory = bool(pin_memory)
-        if device is not None:
-            name = str(device)
-            if not name.startswith("cuda"):
-                raise InvalidArgumentError(f"device must be a CUDA device, not {device!r}")
-            if not cuda_available():
-                raise InvalidArgumentError(f"device={device!r}, but torch sees no CUDA device")
-        self.device = None if device is None else str(device)
+        self.device = check_device(device)
         #: ``(pid, sink)``: where this process writes batches (made on first use).
         self._sink: tuple[int, Sink] | None = None
-        self._explicit_rank = None if rank is None else (int(rank), int(world_size))  # type: ignore[arg-type]
+        self._explicit_rank = explicit
         datasets = reader_options.pop("datasets", None)
         if datasets is not None:
             legacy_datasets(source, datasets, reader_options, "PackDataset")
@@ -243,18 +242,7 @@ class PackDataset(IterableDataset):
         return self._ranks
 
     def _find_ranks(self) -> tuple[int, int]:
-        dist = torch.distributed
-        if dist.is_available() and dist.is_initialized():
-            found = (dist.get_rank(), dist.get_world_size())
-            if self._explicit_rank is not None and self._explicit_rank != found:
-                raise InvalidArgumentError(
-                    f"rank/world_size {self._explicit_rank} disagree with torch.distributed's "
-                    f"{found}"
-                )
-            return found
-        if self._explicit_rank is not None:
-            return self._explicit_rank
-        return (0, 1)
+        return find_ranks(self._explicit_rank)
 
     def _plan(self, workers: int = 1) -> EpochPlan:
         """This rank's epochs, as the settings are now (``"shard"`` mode deals each epoch to
@@ -449,60 +437,31 @@ class PackDataset(IterableDataset):
                 "resume with the same num_workers (1 for num_workers=0)"
             )
         indices = plan.rank_indices(cursor.epoch)
-        todo = plan.batches(indices, cursor.positions(plan.num_batches))
-        in_flight: collections.deque[tuple[int, Started]] = collections.deque()
+        todo = (
+            (j, functools.partial(start_batch, reader, idx, sink, cursor.epoch))
+            for j, idx in plan.batches(indices, cursor.positions(plan.num_batches))
+        )
         # A worker copies nothing to the device: the main process does, on receipt.
         device = Device(self.device) if self.device and not isinstance(sink, WorkerSlabs) else None
-        copying: set[int] = set()  # batches whose copy to the device has started
+        first = True
 
-        def submit() -> None:
-            for j, idx in todo:
-                in_flight.append((j, start_batch(reader, idx, sink, cursor.epoch)))
-                return
+        def deliver(j: int, item: Any) -> Any:
+            nonlocal first
+            cursor.advance(j)
+            if first:
+                self._clock.mark_used(gen_id)
+                first = False
+            if in_worker:
+                new = {k: v for k, v in getattr(reader, "errors", {}).items() if k not in seen}
+                if new:
+                    seen.update(new)
+                    item = _WithErrors(item, self._token, new)
+            return item
 
-        def copy_ahead() -> None:
-            """Starts the next batch's copy to the device, if it has been read already."""
-            assert device is not None
-            if in_flight and in_flight[0][0] not in copying and in_flight[0][1].done():
-                k, ahead = in_flight[0]
-                device.start(finish_batch(ahead, sink, self.transform))
-                copying.add(k)
+        def finish(started: Started) -> Any:
+            return finish_batch(started, sink, self.transform)
 
-        try:
-            for _ in range(max(self.prefetch, 1)):
-                submit()
-            first = True
-            while in_flight:
-                j, started = in_flight.popleft()
-                if j in copying:
-                    copying.discard(j)
-                    item = None
-                else:
-                    item = finish_batch(started, sink, self.transform)
-                if self.prefetch:
-                    submit()
-                if device is not None:
-                    if item is not None:
-                        device.start(item)
-                    copy_ahead()
-                    item = device.finish()
-                cursor.advance(j)
-                if first:
-                    self._clock.mark_used(gen_id)
-                    first = False
-                if in_worker:
-                    new = {k: v for k, v in getattr(reader, "errors", {}).items() if k not in seen}
-                    if new:
-                        seen.update(new)
-                        item = _WithErrors(item, self._token, new)
-                yield item
-                del item
-                if not self.prefetch:
-                    submit()
-        finally:
-            # Batches read ahead and never yielded: a worker's slabs go back to it.
-            for _, started in in_flight:
-                started.abandon()
+        yield from run_batches(todo, finish, deliver, self.prefetch, device)
 
     def __getstate__(self) -> dict[str, Any]:
         self._sharding()

@@ -3,10 +3,11 @@ batches started (into shared memory in DataLoader workers) and numpy arrays made
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import math
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Union
 
 import numpy as np
@@ -14,9 +15,11 @@ import torch
 
 from .. import _packread
 from .._common import BatchReader
+from .._epoch import check_int
 from .._open import check_options, resolve
 from .._reader import ArrayReader
-from ._buffers import Claim, Recycled, Specs, WorkerSlabs, torch_ready
+from ..errors import InvalidArgumentError
+from ._buffers import Claim, Device, Recycled, Specs, WorkerSlabs, cuda_available, torch_ready
 
 
 def open_here(
@@ -149,11 +152,13 @@ def _specs(reader: BatchReader, rows: int) -> tuple[Specs, list[str] | None] | N
 class Started:
     """A batch being read: the read's handle and where it is being written."""
 
-    __slots__ = ("claim", "handle", "keys", "specs", "tensors")
+    __slots__ = ("claim", "handle", "keys", "out", "specs", "tensors")
 
     def __init__(self, handle: Any) -> None:
         self.handle = handle
         self.claim: Claim | None = None
+        #: The arrays the batch is read into (``None``: the reader makes them).
+        self.out: Any = None
         self.specs: Specs = []
         self.keys: list[str] | None = None
         #: The batch as tensors, when it was read into a new shared block.
@@ -172,44 +177,53 @@ class Started:
         self.claim = None
 
 
-def start_batch(reader: BatchReader, idx: np.ndarray, sink: Sink, epoch: int = 0) -> Started:
-    """Starts reading ``idx`` (in ``epoch``, for a reader whose batches vary by epoch) into
-    ``sink``'s memory."""
-    made = _specs(reader, len(idx)) if sink is not None else None
-    out: Any = None
-    claim = None
+def claim_out(reader: BatchReader, rows: int, sink: Sink) -> Started:
+    """A batch of ``rows`` about to be read from ``reader`` (or from readers of the same
+    arrays): where in ``sink``'s memory it goes (:attr:`Started.out`; ``None`` where it cannot
+    be made ahead), not yet started."""
+    made = _specs(reader, rows) if sink is not None else None
+    started = Started(None)
+    if made is None:
+        return started
+    specs, keys = made
+    arrays: list[np.ndarray] | None = None
     tensors: Any = None
-    if made is not None:
-        specs, keys = made
-        arrays: list[np.ndarray] | None = None
-        if isinstance(sink, WorkerSlabs):
-            claim = sink.claim(specs)
-            arrays = claim.arrays if claim is not None else None
-            if claim is None:
-                sink = "shared"
-        elif isinstance(sink, Recycled):
-            arrays = sink.arrays(specs)
-        if sink == "shared":
-            shared = [_shared_output(s[0], s[1:], d) for (s, d) in specs]
-            tensors = [t for t, _ in shared]
-            arrays = [a for _, a in shared]
-        if arrays is not None:
-            out = arrays[0] if keys is None else dict(zip(keys, arrays, strict=True))
-            if tensors is not None:
-                tensors = tensors[0] if keys is None else dict(zip(keys, tensors, strict=True))
+    if isinstance(sink, WorkerSlabs):
+        started.claim = sink.claim(specs)
+        arrays = started.claim.arrays if started.claim is not None else None
+        if started.claim is None:
+            sink = "shared"
+    elif isinstance(sink, Recycled):
+        arrays = sink.arrays(specs)
+    if sink == "shared":
+        shared = [_shared_output(s[0], s[1:], d) for (s, d) in specs]
+        tensors = [t for t, _ in shared]
+        arrays = [a for _, a in shared]
+    if arrays is not None:
+        started.out = arrays[0] if keys is None else dict(zip(keys, arrays, strict=True))
+        if tensors is not None:
+            started.tensors = tensors[0] if keys is None else dict(zip(keys, tensors, strict=True))
+    started.specs, started.keys = made
+    return started
+
+
+def begin(reader: BatchReader, idx: np.ndarray, out: Any = None, epoch: int = 0) -> Any:
+    """Starts reading ``idx`` (in ``epoch``, for a reader whose batches vary by epoch) into
+    ``out`` (or new arrays): a handle with ``done()`` and ``result()``."""
     kwargs: dict[str, Any] = {} if out is None else {"out": out}
     if varies_by_epoch(reader):
         kwargs["epoch"] = epoch
-    begin = getattr(reader, "batch_async", None)
-    if begin is not None:
-        handle: Any = begin(idx, **kwargs)
-    else:
-        handle = _Done(reader.batch(idx, **kwargs))
-    started = Started(handle)
-    started.claim = claim
-    started.tensors = tensors
-    if made is not None:
-        started.specs, started.keys = made
+    start = getattr(reader, "batch_async", None)
+    if start is not None:
+        return start(idx, **kwargs)
+    return _Done(reader.batch(idx, **kwargs))
+
+
+def start_batch(reader: BatchReader, idx: np.ndarray, sink: Sink, epoch: int = 0) -> Started:
+    """Starts reading ``idx`` (in ``epoch``, for a reader whose batches vary by epoch) into
+    ``sink``'s memory."""
+    started = claim_out(reader, len(idx), sink)
+    started.handle = begin(reader, idx, started.out, epoch)
     return started
 
 
@@ -231,3 +245,96 @@ def finish_batch(started: Started, sink: Sink, transform: Callable[[Any], Any] |
         return started.tensors
     tensors = to_torch(batch)
     return tensors if transform is None else transform(tensors)
+
+
+def run_batches(
+    todo: Iterator[tuple[int, Callable[[], Started]]],
+    finish: Callable[[Started], Any],
+    deliver: Callable[[int, Any], Any],
+    prefetch: int,
+    device: Device | None,
+) -> Iterator[Any]:
+    """The batches of ``todo`` (``(position, start)``: ``start()`` starts reading the batch),
+    ``prefetch`` read ahead, each made an item by ``finish`` once read, copied to ``device``
+    (the next batch's copy started before this one is yielded) and given to ``deliver``
+    (``(position, item)``: the item yielded) as it is yielded. Batches read ahead and never
+    yielded are abandoned (a worker's slabs go back to it)."""
+    in_flight: collections.deque[tuple[int, Started]] = collections.deque()
+    copying: set[int] = set()  # batches whose copy to the device has started
+
+    def submit() -> None:
+        for j, start in todo:
+            in_flight.append((j, start()))
+            return
+
+    def copy_ahead() -> None:
+        """Starts the next batch's copy to the device, if it has been read already."""
+        assert device is not None
+        if in_flight and in_flight[0][0] not in copying and in_flight[0][1].done():
+            k, ahead = in_flight[0]
+            device.start(finish(ahead))
+            copying.add(k)
+
+    try:
+        for _ in range(max(prefetch, 1)):
+            submit()
+        while in_flight:
+            j, started = in_flight.popleft()
+            if j in copying:
+                copying.discard(j)
+                item = None
+            else:
+                item = finish(started)
+            if prefetch:
+                submit()
+            if device is not None:
+                if item is not None:
+                    device.start(item)
+                copy_ahead()
+                item = device.finish()
+            item = deliver(j, item)
+            yield item
+            del item
+            if not prefetch:
+                submit()
+    finally:
+        for _, started in in_flight:
+            started.abandon()
+
+
+def check_ranks(rank: int | None, world_size: int | None) -> tuple[int, int] | None:
+    """``(rank, world_size)`` as given to a dataset (``None``: neither given), checked."""
+    if (rank is None) != (world_size is None):
+        raise InvalidArgumentError("give both rank and world_size, or neither")
+    if world_size is None:
+        return None
+    check_int("world_size", world_size, 1)
+    if not 0 <= check_int("rank", rank, 0) < world_size:
+        raise InvalidArgumentError(f"rank {rank} is not in range(world_size={world_size})")
+    return int(rank), int(world_size)  # type: ignore[arg-type]
+
+
+def find_ranks(explicit: tuple[int, int] | None) -> tuple[int, int]:
+    """``(rank, world_size)``: ``torch.distributed``'s when it is initialised (which must agree
+    with ``explicit``, the dataset's arguments), else ``explicit``, else one rank."""
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        found = (dist.get_rank(), dist.get_world_size())
+        if explicit is not None and explicit != found:
+            raise InvalidArgumentError(
+                f"rank/world_size {explicit} disagree with torch.distributed's {found}"
+            )
+        return found
+    return explicit if explicit is not None else (0, 1)
+
+
+def check_device(device: str | None) -> str | None:
+    """``device`` (a CUDA device for batches to be copied to), checked."""
+    if device is None:
+        return None
+    name = str(device)
+    if not name.startswith("cuda"):
+        raise InvalidArgumentError(f"device must be a CUDA device, not {device!r}")
+    if not cuda_available():
+        raise InvalidArgumentError(f"device={device!r}, but torch sees no CUDA device")
+    return name
