@@ -58,6 +58,9 @@ allow.
 #                       slabs and the tickets that carry them, pinned memory, device copies
 #   _iterable.py        PackDataset
 #   _map.py             PackMapDataset
+#   packread/_mix.py    a mixture's arithmetic, in numpy alone: which source each sample or batch
+#                       comes from, where in its stream, how long an epoch is
+#   _mixture.py         MixDataset
 
 from __future__ import annotations
 
@@ -68,6 +71,7 @@ from .._epoch import SHUFFLE_MODES as SHUFFLE_MODES
 from .._open import open_reader
 from ._iterable import PackDataset
 from ._map import PackMapDataset
+from ._mixture import MixDataset, SourceBatch, SourceRead
 from ._reading import to_torch as to_torch
 
 # Names this module had before it became a package that pickles of its datasets name, so that
@@ -87,7 +91,14 @@ if TYPE_CHECKING:
     from .._common import BatchReader  # noqa: F401
     from .._open import Source  # noqa: F401
 
-__all__ = ["PackDataset", "PackMapDataset", "open_reader"]
+__all__ = [
+    "MixDataset",
+    "PackDataset",
+    "PackMapDataset",
+    "SourceBatch",
+    "SourceRead",
+    "open_reader",
+]
 
 
 def _document_here(cls: type) -> None:
@@ -105,6 +116,6 @@ def _document_here(cls: type) -> None:
                 func.__module__ = __name__
 
 
-for _cls in (PackDataset, PackMapDataset):
+for _cls in (PackDataset, PackMapDataset, MixDataset, SourceBatch, SourceRead):
     _document_here(_cls)
 del _cls
