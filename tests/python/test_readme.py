@@ -60,6 +60,7 @@ PUBLIC = [
     "packread.Limits",
     "packread.torch.PackDataset",
     "packread.torch.PackMapDataset",
+    "packread.torch.MixDataset",
 ]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import os
+import secrets
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -52,7 +53,14 @@ _ORDERS_KEPT = 4
 
 class SourceBatch(NamedTuple):
     """A batch of ``MixDataset(mode="batch")``: which source it came from (its position and
-    its name) and the batch itself."""
+    its name) and the batch itself.
+
+    >>> a = PackDataset("train.h5", batch_size=16, arrays="images")
+    >>> b = PackDataset("train.zip", batch_size=16, dtype="uint8", shape=(3, 32, 32))
+    >>> item = next(iter(MixDataset({"h5": a, "zip": b}, [0, 1], mode="batch")))
+    >>> item.source, item.name, item.batch.shape
+    (1, 'zip', torch.Size([16, 3, 32, 32]))
+    """
 
     source: int
     name: str
@@ -61,7 +69,13 @@ class SourceBatch(NamedTuple):
 
 @dataclass(frozen=True)
 class SourceRead:
-    """What one source of a mixture gave so far this epoch (:meth:`MixDataset.realised`)."""
+    """What one source of a mixture gave so far this epoch (:meth:`MixDataset.realised`).
+
+    >>> ds = MixDataset([PackDataset("train.h5", 16)] * 2, [3, 1], stop=64)
+    >>> read = ds.realised(batches_seen=2)["1"]
+    >>> read.weight, read.samples, read.fraction, read.passes
+    (0.25, 8, 0.25, 0.125)
+    """
 
     #: The source's name.
     name: str
@@ -76,6 +90,30 @@ class SourceRead:
     #: Its samples, and how many times over they were read (``samples / num_samples``).
     num_samples: int
     passes: float
+
+
+#: Batches of each dataset's epoch that reached this process from DataLoader workers:
+#: ``{dataset token: (epoch, batches)}``.
+_ARRIVED: dict[str, tuple[int, int]] = {}
+
+
+def _arrive(item: Any, token: str, epoch: int) -> Any:
+    """A worker's batch unpickled in the main process: counted for :meth:`MixDataset.realised`."""
+    seen_epoch, count = _ARRIVED.get(token, (epoch, 0))
+    _ARRIVED[token] = (epoch, count + 1 if seen_epoch == epoch else 1)
+    return item
+
+
+class _Counted:
+    """A worker's batch, counted as it reaches the main process (:func:`_arrive`)."""
+
+    __slots__ = ("epoch", "item", "token")
+
+    def __init__(self, item: Any, token: str, epoch: int) -> None:
+        self.item, self.token, self.epoch = item, token, epoch
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_arrive, (self.item, self.token, self.epoch))
 
 
 class _Source:
@@ -255,8 +293,8 @@ class MixDataset(IterableDataset):
     - :meth:`realised`: per source, the samples read so far this epoch and their share.
 
     >>> a = PackDataset("train.h5", batch_size=16, arrays="images")
-    >>> b = PackDataset("images_npy/", batch_size=16)
-    >>> ds = MixDataset({"h5": a, "npy": b}, [0.75, 0.25], stop=128)
+    >>> b = PackDataset("train.zip", batch_size=16, dtype="uint8", shape=(3, 32, 32))
+    >>> ds = MixDataset({"h5": a, "zip": b}, [0.75, 0.25], stop=128)
     >>> len(ds), next(iter(ds)).shape
     (8, torch.Size([16, 3, 32, 32]))
     """
@@ -328,6 +366,8 @@ class MixDataset(IterableDataset):
         self._resume: dict[str, Any] | None = None
         self._sink: tuple[int, Sink] | None = None
         self._orders: dict[int, collections.OrderedDict[int, np.ndarray]] = {}
+        #: Names this dataset's batches arriving from workers (see :func:`_arrive`).
+        self._token = secrets.token_hex(8)
 
     # -- checks -------------------------------------------------------------------------------
 
@@ -393,7 +433,13 @@ class MixDataset(IterableDataset):
         self._clock.set_settings({"weights": list(w), "epoch": None})
 
     def set_epoch(self, epoch: int) -> None:
-        """The epoch the next iteration reads."""
+        """The epoch the next iteration reads.
+
+        >>> ds = MixDataset([PackDataset("train.h5", 16)] * 2, [1, 1], stop=64)
+        >>> ds.set_epoch(3)
+        >>> ds.state_dict()["epoch"]
+        3
+        """
         self._clock.set_pending(check_int("epoch", epoch, 0), 0)
 
     def _sharding(self) -> tuple[int, int]:
@@ -490,6 +536,12 @@ class MixDataset(IterableDataset):
             "batches_seen=step (torchdata's StatefulDataLoader does it for you)"
         )
 
+    def _read_by_workers(self) -> bool:
+        """Whether DataLoader worker processes read the current epoch."""
+        record = self._clock.peek()
+        gen = record.get("gen")
+        return record.get("pending") is None and gen is not None and gen["pids"] != [os.getpid()]
+
     def state_dict(self, batches_seen: int | None = None) -> dict[str, Any]:
         """The epoch, its weights, the batches consumed and each source's place in its stream
         (``samples_read``, ``passes``), with the settings the order depends on.
@@ -521,7 +573,13 @@ class MixDataset(IterableDataset):
         """Restores a :meth:`state_dict`: the next iteration reads the rest of that epoch with
         its weights (or the next epoch if it was complete). A state of another mixture (other
         sources, lengths, seeds, mode, stopping rule, batch size or world size) is refused,
-        with the differences named."""
+        with the differences named.
+
+        >>> ds = MixDataset([PackDataset("train.h5", 16)] * 2, [1, 1], stop=64)
+        >>> ds.load_state_dict(ds.state_dict(batches_seen=3))
+        >>> len(list(ds))  # the one batch of epoch 0 not yet read
+        1
+        """
         if not isinstance(state, dict) or state.get("format") != MIX_STATE_FORMAT:
             raise InvalidArgumentError("not a MixDataset state_dict")
         epoch = check_int("epoch", state.get("epoch"), 0)
@@ -574,8 +632,10 @@ class MixDataset(IterableDataset):
         self._clock.set_pending(epoch, seen)
 
     def realised(self, batches_seen: int | None = None) -> dict[str, SourceRead]:
-        """Per source, what was read so far this epoch, all ranks together and this rank
-        (``batches_seen`` as for :meth:`state_dict`).
+        """Per source, what was read so far this epoch, all ranks together and this rank: up to
+        ``batches_seen`` batches if given; else, when DataLoader workers read the epoch, the
+        batches that reached this process (the loader reads a few ahead of your loop), and the
+        batches yielded when this process reads it.
 
         >>> ds = MixDataset([PackDataset("train.h5", 16)] * 2, [3, 1], stop=64)
         >>> for _ in ds: pass
@@ -585,6 +645,10 @@ class MixDataset(IterableDataset):
         if get_worker_info() is not None and self._cursor is not None:
             epoch, seen = self._cursor.epoch, self._cursor.next
             weights = self._cursor_plan.weights if self._cursor_plan else self._now()[1]
+        elif batches_seen is None and self._read_by_workers():
+            epoch, weights, _ = self._now()
+            arrived_epoch, seen = _ARRIVED.get(self._token, (epoch, 0))
+            seen = seen if arrived_epoch == epoch else 0
         else:
             epoch, seen, weights = self._position(batches_seen)
         plan = self.plan(epoch, weights)
@@ -715,6 +779,7 @@ class MixDataset(IterableDataset):
             (j, lambda j=j: self._start(plan, j, sink)) for j in cursor.positions(plan.num_batches)
         )
         device = Device(self.device) if self.device and not isinstance(sink, WorkerSlabs) else None
+        in_worker = get_worker_info() is not None
         first = True
 
         def finish(started: Started) -> Any:
@@ -728,8 +793,8 @@ class MixDataset(IterableDataset):
                 first = False
             if self.mode == "batch":
                 s = plan.parts(j)[0].source
-                return SourceBatch(s, self.names[s], item)
-            return item
+                item = SourceBatch(s, self.names[s], item)
+            return _Counted(item, self._token, plan.epoch) if in_worker else item
 
         yield from run_batches(todo, finish, deliver, self.prefetch, device)
 
@@ -740,7 +805,12 @@ class MixDataset(IterableDataset):
         return state
 
     def source(self, name: str | int) -> BatchReader:
-        """The reader of a source (by name or position), opened in this process."""
+        """The reader of a source (by name or position), opened in this process.
+
+        >>> ds = MixDataset({"a": PackDataset("train.h5", 16)}, [1], stop=64)
+        >>> len(ds.source("a"))
+        64
+        """
         i = self.names.index(name) if isinstance(name, str) else int(name)
         return self._sources[i].slot.get()
 
