@@ -9,11 +9,12 @@ The rules (the dataset's docstring states them for users):
    sample mode, unit ``j`` in batch mode.
 2. **Choices.** Unit ``u`` comes from the source whose event is the ``u``-th in time, source
    ``s`` having events at times ``(k + phase_s) / w_s`` (``k = 0, 1...``), ``w`` the
-   normalised weights and the phases drawn uniformly in ``[0, 1)`` from ``(seed, epoch)``;
-   equal times go to the lower source. This is a low-discrepancy sequence: among any first
-   ``u`` units source ``s`` has ``w_s * u`` choices within the number of sources, so the mix
-   holds in every stretch of the epoch, not only on average. It is a pure function of
-   ``(seed, epoch, weights)``, and every rank has the same one: rank ``r``'s batch ``j`` has
+   normalised weights and the phases drawn uniformly in ``[0, 1)`` from the seed; equal
+   times go to the lower source. This is a low-discrepancy sequence: among any first ``u``
+   units source ``s`` has ``w_s * u`` choices within the number of sources, so the mix holds
+   in every stretch of the epoch, not only on average. It is a pure function of
+   ``(seed, weights)`` (the same every epoch, so an epoch's length is too; the epoch moves
+   each source to new permutations), and every rank has the same one: rank ``r``'s batch ``j`` has
    the same sources as every other rank's batch ``j`` (in batch mode, every rank reads the
    same source at each step, which DDP models with a head per source need).
 3. **Streams.** Each source is read as an endless stream: its own order for pass 0, then pass
@@ -177,9 +178,9 @@ class MixPlan:
             raise InvalidArgumentError(
                 f"{len(self.weights)} weights for {len(self.lengths)} sources"
             )
-        rng = np.random.Generator(
-            np.random.PCG64([self.seed & (2**64 - 1), self.epoch & (2**64 - 1), 0x6D6978])
-        )
+        # The phases depend on the seed alone: an epoch's choices (and so its length) are the
+        # same every epoch for the same weights.
+        rng = np.random.Generator(np.random.PCG64([self.seed & (2**64 - 1), 0x6D6978]))
         object.__setattr__(self, "_phases", rng.random(len(self.weights)))
         w = np.asarray(self.weights, dtype=np.float64)
         object.__setattr__(self, "_active", np.nonzero(w > 0)[0])

@@ -27,7 +27,7 @@ from .._mix import (
     check_weights,
     source_epoch,
 )
-from ..errors import InvalidArgumentError, PackreadTypeError
+from ..errors import InvalidArgumentError, PackreadError, PackreadTypeError
 from ._buffers import Device, Recycled, WorkerSlabs, want_pinned
 from ._clock import _EpochClock
 from ._iterable import PackDataset
@@ -415,9 +415,20 @@ class MixDataset(IterableDataset):
         if settings is not None and settings.get("epoch") in (None, epoch):
             return tuple(float(w) for w in settings["weights"])
         if self._weights_fn is not None:
-            return check_weights(self._weights_fn(epoch), self.names)
+            weights = check_weights(self._weights_fn(epoch), self.names)
+            self._check_sources(weights)
+            return weights
         assert self._weights is not None
         return self._weights
+
+    def _weights_of(self, epoch: int) -> tuple[float, ...]:
+        """The weights ``epoch`` is (or will be) read with: the running iteration's if it reads
+        that epoch, else those the next iteration would take."""
+        record = self._clock.peek()
+        gen = record.get("gen")
+        if record.get("pending") is None and gen is not None and gen["epoch"] == epoch:
+            return self._weights_at(epoch, gen.get("settings"))
+        return self._weights_at(epoch, record.get("settings"))
 
     def set_weights(self, weights: Sequence[float] | Mapping[str, float]) -> None:
         """The weights of the next epoch and the ones after (a curriculum step), in this
@@ -458,7 +469,7 @@ class MixDataset(IterableDataset):
         [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1]
         """
         if weights is None:
-            weights = self._weights_at(epoch, self._clock.peek().get("settings"))
+            weights = self._weights_of(epoch)
         rank, world = self._sharding()
         return MixPlan(
             lengths=tuple(s.num_samples for s in self._sources),
@@ -582,6 +593,16 @@ class MixDataset(IterableDataset):
         """
         if not isinstance(state, dict) or state.get("format") != MIX_STATE_FORMAT:
             raise InvalidArgumentError("not a MixDataset state_dict")
+        try:
+            self._load(state)
+        except PackreadError:
+            raise
+        except (KeyError, TypeError, ValueError) as e:
+            raise InvalidArgumentError(
+                f"the MixDataset state_dict is incomplete or damaged ({type(e).__name__}: {e})"
+            ) from e
+
+    def _load(self, state: dict[str, Any]) -> None:
         epoch = check_int("epoch", state.get("epoch"), 0)
         weights = check_weights(state.get("weights"), self.names)
         saved_seed = int(state["seed"])
@@ -811,8 +832,13 @@ class MixDataset(IterableDataset):
         >>> len(ds.source("a"))
         64
         """
-        i = self.names.index(name) if isinstance(name, str) else int(name)
-        return self._sources[i].slot.get()
+        if isinstance(name, str):
+            if name not in self.names:
+                raise InvalidArgumentError(f"no source {name!r}: the sources are {self.names}")
+            return self._sources[self.names.index(name)].slot.get()
+        if not 0 <= int(name) < len(self._sources):
+            raise InvalidArgumentError(f"no source {name}: there are {len(self._sources)}")
+        return self._sources[int(name)].slot.get()
 
     def __repr__(self) -> str:
         _, weights, _ = self._now()
