@@ -164,6 +164,8 @@ class MixPlan:
     _phases: NDArray[np.float64] = field(init=False, repr=False, compare=False)
     _active: NDArray[np.int64] = field(init=False, repr=False, compare=False)
     _length: tuple[int, int] = field(init=False, repr=False, compare=False)
+    #: The parts of the batches of the last block made (:meth:`parts`).
+    _block: dict[int, list[list[Part]]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.mode not in MIX_MODES:
@@ -185,6 +187,7 @@ class MixPlan:
         w = np.asarray(self.weights, dtype=np.float64)
         object.__setattr__(self, "_active", np.nonzero(w > 0)[0])
         object.__setattr__(self, "_length", self._epoch_length())
+        object.__setattr__(self, "_block", {})
 
     # -- the choices ----------------------------------------------------------------------
 
@@ -306,24 +309,47 @@ class MixPlan:
 
     # -- what each batch reads -----------------------------------------------------------
 
+    #: Batches whose parts are made together (one window of choices for all of them).
+    BLOCK = 64
+
     def parts(self, j: int) -> list[Part]:
-        """What this rank's batch ``j`` reads, in source order (rule 3)."""
-        rows = self.rows(j)
-        world, rank = self.world_size, self.rank
+        """What this rank's batch ``j`` reads, in source order (rule 3). The parts of
+        :attr:`BLOCK` batches are made at once, from one window of choices."""
+        self.rows(j)  # in range
+        k = j // self.BLOCK
+        block = self._block.get(k)
+        if block is None:
+            block = self._make_block(k)
+            self._block.clear()
+            self._block[k] = block
+        return block[j - k * self.BLOCK]
+
+    def _make_block(self, k: int) -> list[list[Part]]:
+        first = k * self.BLOCK
+        last = min(first + self.BLOCK, self.num_batches)
+        rows = [self.rows(j) for j in range(first, last)]
+        world, rank, b, n = self.world_size, self.rank, self.batch_size, len(self.weights)
         if self.mode == "batch":
-            counts, choice = self._window(j, j + 1)
-            s = int(choice[0])
-            start = (world * int(counts[s]) + rank) * self.batch_size
-            return [Part(s, start, rows, 0)]
-        a = j * self.batch_size
-        counts, choice = self._window(a, a + rows)
-        here = np.bincount(choice, minlength=len(self.weights))
-        parts, row = [], 0
-        for s in np.nonzero(here)[0].tolist():
-            c = int(here[s])
-            parts.append(Part(s, world * int(counts[s]) + rank * c, c, row))
-            row += c
-        return parts
+            counts, choice = self._window(first, last)
+            out = []
+            for i, s in enumerate(choice.tolist()):
+                out.append([Part(s, (world * int(counts[s]) + rank) * b, rows[i], 0)])
+                counts[s] += 1
+            return out
+        a = first * b
+        counts, choice = self._window(a, a + sum(rows))
+        out, at = [], 0
+        for r in rows:
+            here = np.bincount(choice[at : at + r], minlength=n)
+            parts, row = [], 0
+            for s in np.nonzero(here)[0].tolist():
+                c = int(here[s])
+                parts.append(Part(s, world * int(counts[s]) + rank * c, c, row))
+                row += c
+            counts += here
+            out.append(parts)
+            at += r
+        return out
 
     def batch_sources(self, j: int) -> NDArray[np.int64]:
         """The source of each sample of this rank's batch ``j``."""

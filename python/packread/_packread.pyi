@@ -47,6 +47,7 @@ __all__ = [
     "open_npz",
     "open_npz_rows",
     "parse_npy_buffer",
+    "read_together",
     "release_runtime",
     "remote_glob",
     "set_num_threads",
@@ -121,6 +122,9 @@ class PendingRead:
     def done(self) -> bool: ...
     def wait(self, timeout: float | None = ...) -> None: ...
 
+def read_together(
+    reads: list[tuple[Reader, NDArray[np.int64], list[int], list[NDArray[Any]], int]],
+) -> PendingRead: ...
 def load_npy_file(source: _Source, options: _Options) -> NDArray[Any]: ...
 def parse_npy_buffer(
     buffer: NDArray[np.uint8], options: _Options

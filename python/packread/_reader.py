@@ -453,6 +453,37 @@ class ArrayReader(Closable):
 
         return PendingBatch(reads, None if pending else value(), finish)
 
+    def _read_into_args(self, idx: Indices, out: Out, epoch: int = 0) -> tuple[Any, ...] | None:
+        """``(binding, rows, positions, outs, epoch)``: the read of ``idx`` into ``out`` (every
+        array this reader's batches hold), checked, as :func:`read_together` runs it beside
+        other readers' reads (arrays held in memory, labels say, are taken now, as
+        :meth:`batch_async` takes them); ``None`` where this reader's batches are not read
+        that way (variable-length arrays, ``out`` not given for every array). A subclass whose
+        ``batch_async`` reads some batches otherwise says so here."""
+        names = self._chosen
+        infos = [self._arrays[n] for n in names]
+        if any(i.ragged is not None for i in infos):
+            return None
+        if isinstance(out, dict):
+            if set(out) != set(names):
+                return None
+            given = out
+        elif self._single:
+            given = {names[0]: out}
+        else:
+            return None
+        self._check_open()
+        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
+            raise InvalidArgumentError(f"epoch must be an int >= 0, got {epoch!r}")
+        rows = as_indices(idx, len(self), self._describe())
+        fixed = [i for i in infos if i.position is not None]
+        for n, values in self._held.items():
+            if n in given:
+                self._check_rows(rows)
+                np.take(values, rows, axis=0, out=given[n])
+        outs = [given[i.name] for i in fixed]
+        return (self._reader, rows, [i.position for i in fixed], outs, int(epoch))
+
     def _check_rows(self, rows: np.ndarray) -> None:
         n = len(self)
         bad = rows[(rows < -n) | (rows >= n)]
@@ -517,3 +548,19 @@ def _restore(cls: type, source: Any, kwargs: dict[str, Any], state: Any) -> Any:
     reader = cls.__new__(cls)
     reader._setup(source, state, **kwargs)
     return reader
+
+
+def read_together(
+    reads: Sequence[tuple[ArrayReader, tuple[Any, ...]]], value: Any
+) -> PendingBatch[Any]:
+    """Starts reads of several readers (each with its :meth:`ArrayReader._read_into_args`) as
+    one job on packread's pool: a mixed batch costs one hand-off and one wait. ``result()`` is
+    ``value`` (the arrays read into), after each reader has said its skipped samples."""
+    started = _packread.read_together([args for _, args in reads])
+
+    def finish() -> Any:
+        for reader, _ in reads:
+            reader._warn_errors()
+        return value
+
+    return PendingBatch(started, None, finish)

@@ -395,6 +395,12 @@ class ZipReader(SampleKeys, ArrayReader):
             return self._view(own).batch_async(rows, out=out)
         return super().batch_async(rows, out=out, epoch=epoch)
 
+    def _read_into_args(self, idx: Indices, out: Out, epoch: int = 0) -> tuple[Any, ...] | None:
+        # A batch whose members are of another kind is read through a view of that kind.
+        if not self._keyed and self._own_kind(idx) is not None:
+            return None
+        return super()._read_into_args(idx, out, epoch)
+
     def _own_kind(self, rows: Any) -> tuple[str, tuple[int, ...], int] | None:
         """Members of one archive that are not of the reader's kind (a ``.npy`` of another
         header, a raw member of another size where nobody gave a shape) are read as the

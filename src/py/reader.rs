@@ -13,10 +13,12 @@ use super::array::{batch_shape, numpy_dtype, output, Outputs, RawOut};
 use super::detached::Detached;
 use super::errors::{invalid_argument, IntoPyResult};
 use super::pending::{submit, PendingRead};
+use crate::batch::pool::Work;
 use crate::batch::{pool, Batches, RaggedBatch, RaggedKind, Rows};
 
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Reader>()?;
+    m.add_function(wrap_pyfunction!(read_together, m)?)?;
     m.add_class::<RaggedResult>()?;
     Ok(())
 }
@@ -124,41 +126,7 @@ impl Reader {
         outs: Vec<Bound<'_, PyAny>>,
         epoch: u64,
     ) -> PyResult<PendingRead> {
-        let rows = Rows::resolve(idx.as_slice()?, self.index.len(), &self.index.location())
-            .py_err(py)?
-            .in_epoch(epoch);
-        if arrays.len() != outs.len() {
-            return Err(invalid_argument(py, "one output array per array is needed"));
-        }
-        let specs = self.index.arrays();
-        let raws = arrays
-            .iter()
-            .zip(&outs)
-            .map(|(&a, out)| {
-                let spec = specs
-                    .get(a)
-                    .ok_or_else(|| invalid_argument(py, format!("no array {a}")))?;
-                output(
-                    out,
-                    &batch_shape(rows.len(), &spec.shape),
-                    self.dtypes[a].bind(py),
-                )
-            })
-            .collect::<PyResult<Vec<RawOut>>>()?;
-        let outputs = Outputs::disjoint(raws).py_err(py)?;
-        let index = Arc::clone(&self.index);
-        let mut work = index.work(rows.len(), &arrays);
-        // A read of object storage waits on the network however small it is: on the pool,
-        // so the caller can be interrupted and `batch_async` returns at once.
-        if index.waits() {
-            work = work.never_inline();
-        }
-        let keep = outs.into_iter().map(Bound::unbind).collect();
-        Ok(submit(py, index.threads(), work, keep, move || {
-            // SAFETY: `keep` holds the output arrays until the job ends.
-            let mut slices = unsafe { outputs.into_slices() };
-            pool::install_with(index.threads(), || index.read(&rows, &arrays, &mut slices))
-        }))
+        Ok(ReadInto::prepare(self, py, idx, arrays, outs, epoch)?.submit(py))
     }
 
     /// Starts reading samples `idx` of the ragged array at position `array` on the pool (their
@@ -222,4 +190,127 @@ impl RaggedResult {
             shapes,
         ))
     }
+}
+
+/// One read into given arrays, checked and ready to run: `Reader.read_into`'s, or one of
+/// `read_together`'s.
+struct ReadInto {
+    index: Arc<dyn Batches>,
+    rows: Rows,
+    arrays: Vec<usize>,
+    outputs: Outputs,
+    /// The output arrays, held until the read ends.
+    keep: Vec<Py<PyAny>>,
+}
+
+impl ReadInto {
+    /// Checks `idx` against `reader`'s samples and `outs` against its arrays `arrays`.
+    fn prepare(
+        reader: &Reader,
+        py: Python<'_>,
+        idx: PyReadonlyArray1<'_, i64>,
+        arrays: Vec<usize>,
+        outs: Vec<Bound<'_, PyAny>>,
+        epoch: u64,
+    ) -> PyResult<ReadInto> {
+        let index = Arc::clone(&reader.index);
+        let rows = Rows::resolve(idx.as_slice()?, index.len(), &index.location())
+            .py_err(py)?
+            .in_epoch(epoch);
+        if arrays.len() != outs.len() {
+            return Err(invalid_argument(py, "one output array per array is needed"));
+        }
+        let specs = index.arrays();
+        let raws = arrays
+            .iter()
+            .zip(&outs)
+            .map(|(&a, out)| {
+                let spec = specs
+                    .get(a)
+                    .ok_or_else(|| invalid_argument(py, format!("no array {a}")))?;
+                output(
+                    out,
+                    &batch_shape(rows.len(), &spec.shape),
+                    reader.dtypes[a].bind(py),
+                )
+            })
+            .collect::<PyResult<Vec<RawOut>>>()?;
+        let outputs = Outputs::disjoint(raws).py_err(py)?;
+        let keep = outs.into_iter().map(Bound::unbind).collect();
+        Ok(ReadInto {
+            index,
+            rows,
+            arrays,
+            outputs,
+            keep,
+        })
+    }
+
+    fn work(&self) -> Work {
+        let work = self.index.work(self.rows.len(), &self.arrays);
+        // A read of object storage waits on the network however small it is: on the pool,
+        // so the caller can be interrupted and `batch_async` returns at once.
+        if self.index.waits() {
+            work.never_inline()
+        } else {
+            work
+        }
+    }
+
+    /// Runs the read on this thread (inside the pool, or inline).
+    fn run(self) -> crate::Result<()> {
+        // SAFETY: the caller holds `keep` (the output arrays) until the job ends.
+        let mut slices = unsafe { self.outputs.into_slices() };
+        let index = self.index;
+        pool::install_with(index.threads(), || {
+            index.read(&self.rows, &self.arrays, &mut slices)
+        })
+    }
+
+    fn submit(mut self, py: Python<'_>) -> PendingRead {
+        let work = self.work();
+        let threads = self.index.threads();
+        let keep = std::mem::take(&mut self.keep);
+        submit(py, threads, work, keep, move || self.run())
+    }
+}
+
+/// One read of `read_together`: `(reader, idx, arrays, outs, epoch)`.
+type TogetherRead<'py> = (
+    PyRef<'py, Reader>,
+    PyReadonlyArray1<'py, i64>,
+    Vec<usize>,
+    Vec<Bound<'py, PyAny>>,
+    u64,
+);
+
+/// Starts several reads, each `(reader, idx, arrays, outs, epoch)` as `Reader.read_into`
+/// takes them, as one job on the pool (the first reader's), run side by side: the batch of a
+/// mixture of sources, whose samples come from several readers, costs one hand-off to the
+/// pool and one wait, as a batch of one reader does.
+/// Everything is checked before anything runs; the first read that fails ends the job.
+#[pyfunction]
+fn read_together(py: Python<'_>, reads: Vec<TogetherRead<'_>>) -> PyResult<PendingRead> {
+    let mut ready = Vec::with_capacity(reads.len());
+    for (reader, idx, arrays, outs, epoch) in reads {
+        ready.push(ReadInto::prepare(&reader, py, idx, arrays, outs, epoch)?);
+    }
+    let threads = ready.first().and_then(|r| r.index.threads());
+    let mut work = Work::new(0, 0);
+    let mut keep = Vec::new();
+    for r in &mut ready {
+        let w = r.work();
+        work.units = work.units.saturating_add(w.units);
+        work.bytes = work.bytes.saturating_add(w.bytes);
+        work.waits |= w.waits;
+        keep.append(&mut r.keep);
+    }
+    let mut ready: Vec<Option<ReadInto>> = ready.into_iter().map(Some).collect();
+    Ok(submit(py, threads, work, keep, move || {
+        // The reads side by side: a thread done with its share of one helps with another's,
+        // where reads in turn would each end on one busy thread while the others wait.
+        pool::try_for_each_with(threads, &mut ready, |r| {
+            r.take().map_or(Ok(()), ReadInto::run)
+        })
+    }))
 }

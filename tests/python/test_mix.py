@@ -10,6 +10,7 @@ with h5py, numpy.load and the ZIP members' bytes)."""
 from __future__ import annotations
 
 import copy
+import io
 import itertools
 import json
 import math
@@ -1107,3 +1108,86 @@ def test_sample_mode_mixes_byte_orders(files, tmp_path):
     for j, b in enumerate(ds):
         want = _expected_batch(files, plan, j, orders)
         assert np.array_equal(b.numpy(), want), j
+
+
+# --------------------------------------------------------------------------------------------
+# One job a batch: packread's readers' pieces read together
+
+
+def test_a_mixed_batch_is_one_read_of_every_source(files, monkeypatch):
+    """packread's readers' pieces of a batch go to the pool as one job (read_together), and
+    what it reads equals the sources' own reads."""
+    import packread.torch._mixture as mixture
+
+    calls = []
+    real = mixture.read_together
+
+    def counting(reads, value):
+        calls.append(len(reads))
+        return real(reads, value)
+
+    monkeypatch.setattr(mixture, "read_together", counting)
+    ds = mix(files, stop=40)
+    got = [b.clone() for b in ds]
+    assert len(calls) == len(got) == 10
+    assert max(calls) == 3  # three sources in a batch, one job
+    sources = pack_sources(files)
+    assert [tags(b) for b in got] == expected_epoch(ds, 0, sources)
+
+
+def test_image_sources_with_labels_in_one_job(tmp_path):
+    """Images decoded to one size, with labels held in memory (taken as the batch starts),
+    from a ZIP and an ImageFolder tree: each batch equals the sources' own reads."""
+    from PIL import Image
+
+    rng = np.random.default_rng(3)
+    zp = tmp_path / "a.zip"
+    with zipfile.ZipFile(zp, "w") as z:
+        for i in range(10):
+            buf = io.BytesIO()
+            Image.fromarray(rng.integers(0, 255, (20, 24, 3), dtype=np.uint8)).save(buf, "PNG")
+            z.writestr(f"{'ab'[i % 2]}/{i:02d}.png", buf.getvalue())
+    for c in "xyz":
+        (tmp_path / "tree" / c).mkdir(parents=True)
+        for i in range(3):
+            Image.fromarray(rng.integers(0, 255, (16, 16, 3), dtype=np.uint8)).save(
+                tmp_path / "tree" / c / f"{i}.png"
+            )
+    decode = packread.ImageDecode(8)
+    a = PackDataset(str(zp), 4, decode=decode, seed=1)
+    b = PackDataset(str(tmp_path / "tree"), 4, decode=decode, seed=2)
+    ds = MixDataset({"zip": a, "tree": b}, [0.5, 0.5], stop=24)
+    plan = ds.plan(0)
+    for j, batch in enumerate(ds):
+        want = []
+        for part in plan.parts(j):
+            src = (a, b)[part.source]
+            n = src.num_samples
+            idx = [
+                int(src.order(source_epoch(0, p // n))[p % n])
+                for p in range(part.start, part.start + part.length)
+            ]
+            want.append(src.reader.batch(idx))
+        assert torch.equal(
+            batch["images"], torch.from_numpy(np.concatenate([w["images"] for w in want]))
+        )
+        assert batch["labels"].tolist() == np.concatenate([w["labels"] for w in want]).tolist()
+
+
+def test_a_damaged_member_fails_the_mixed_batch(files, tmp_path):
+    """A ZIP member whose bytes no longer match its CRC: the batch that reads it raises the
+    ZIP reader's error through the mixture (one job, its first failure)."""
+    with open(files["zip"], "rb") as f:
+        data = bytearray(f.read())
+    bad = tmp_path / "bad.zip"
+    with zipfile.ZipFile(files["zip"]) as z:
+        info = z.getinfo("m000.bin")
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+    data[start] ^= 0xFF
+    bad.write_bytes(bytes(data))
+    sources = pack_sources(files)
+    sources["zip"] = PackDataset(str(bad), 4, dtype="<f4", shape=(3,), seed=SEEDS["zip"])
+    ds = MixDataset(sources, WEIGHTS, stop="all_exhausted")
+    with pytest.raises(PackreadError, match="CRC"):
+        for _ in ds:
+            pass

@@ -27,6 +27,7 @@ from .._mix import (
     check_weights,
     source_epoch,
 )
+from .._reader import read_together
 from ..errors import InvalidArgumentError, PackreadError, PackreadTypeError
 from ._buffers import Device, Recycled, WorkerSlabs, want_pinned
 from ._clock import _EpochClock
@@ -43,6 +44,7 @@ from ._reading import (
     finish_batch,
     run_batches,
     to_torch,
+    varies_by_epoch,
 )
 
 _U64 = 2**64 - 1
@@ -763,14 +765,29 @@ class MixDataset(IterableDataset):
             started = claim_out(readers[sources[0]], rows, sink)
             if started.out is not None:
                 out = started.out
-                handles = []
-                for s, e, idx, row in pieces:
-                    part_out: Any
+                outs: list[Any] = []
+                for _, _, idx, row in pieces:
                     if isinstance(out, dict):
-                        part_out = {k: v[row : row + len(idx)] for k, v in out.items()}
+                        outs.append({k: v[row : row + len(idx)] for k, v in out.items()})
                     else:
-                        part_out = out[row : row + len(idx)]
-                    handles.append(begin(readers[s], idx, part_out, e))
+                        outs.append(out[row : row + len(idx)])
+                # packread's readers: every piece in one job on the pool.
+                together = []
+                for (s, e, idx, _), part_out in zip(pieces, outs, strict=True):
+                    prepare = getattr(readers[s], "_read_into_args", None)
+                    args = None
+                    if prepare is not None:
+                        args = prepare(idx, part_out, e if varies_by_epoch(readers[s]) else 0)
+                    if args is None:
+                        break
+                    together.append((readers[s], args))
+                if len(together) == len(pieces):
+                    started.handle = read_together(together, out)
+                    return started
+                handles = [
+                    begin(readers[s], idx, part_out, e)
+                    for (s, e, idx, _), part_out in zip(pieces, outs, strict=True)
+                ]
                 started.handle = _Together(handles, lambda _results: out)
                 return started
         handles = [begin(readers[s], idx, None, e) for s, e, idx, _ in pieces]
