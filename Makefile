@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 export VIRTUAL_ENV := $(VENV_ABS)
 export PATH := $(VENV_ABS)/bin:$(PATH)
 
-.PHONY: all demo test rust-test py-test py-test-slow lint bench bench-images bench-loaders bench-shards bench-remote bench-jpeg bench-peers bench-wheel bench-builds develop lock clean \
+.PHONY: all demo test rust-test py-test py-test-slow lint bench bench-images bench-loaders bench-shards bench-remote bench-mix bench-jpeg bench-peers bench-wheel bench-builds develop lock clean \
 	wheel wheel-test sdist-test compat-test docs \
 	fuzz fuzz-build fuzz-long fuzz-seeds fuzz-tools fuzz-files fuzz-files-long miri
 
@@ -159,6 +159,11 @@ bench-remote: develop
 	$(PY) -m pytest benches/test_bench_remote.py -q --benchmark-only \
 		--benchmark-json=.bench/remote.json -p no:cacheprovider -s
 	$(PY) benches/report.py .bench/remote.json
+
+# The mixing benchmark (benches/bench_mix.py): MixDataset against its three sources read alone
+# and against litdata's and mosaic's weighted mixtures of the same samples, 0 and 2 workers.
+bench-mix: develop bench-peers
+	$(PY) benches/bench_mix.py --rounds 15 --json .bench/mix.json
 
 # The encoded-image benchmarks alone (benches/test_bench_images.py); PACKREAD_BENCH_IMAGES=200
 # shrinks the workload (default 2,000 JPEGs).
