@@ -16,8 +16,9 @@ import torch
 from torch.utils.data import DataLoader, DistributedSampler
 
 import packread
+from packread._mix import source_epoch
 from packread.errors import HDF5Error, InvalidArgumentError, PackreadOSError, PackreadTypeError
-from packread.torch import PackDataset, PackMapDataset, open_reader
+from packread.torch import MixDataset, PackDataset, PackMapDataset, open_reader
 from support.formats import CASE_NAMES, Case, N, as_reference, same
 from support.torchdata import (
     StatefulDataLoader,
@@ -100,6 +101,55 @@ def test_batches_equal_the_reference_reader(cases, name, workers):
             # torch holds native byte order: the values are compared in the file's dtype.
             assert same(as_reference(got, ref), ref), (name, epoch, rows)
         assert sorted(flat(want)) == list(range(N))
+
+
+def rows_of(batch, a: int, b: int):
+    """Rows ``[a, b)`` of a yielded batch: a tensor, a dict of them, a list of a ragged
+    array's samples, or ``ragged="flat"``'s ``(values, offsets)`` (a list once converted)."""
+    if isinstance(batch, dict):
+        return {k: rows_of(v, a, b) for k, v in batch.items()}
+    if (
+        isinstance(batch, (list, tuple))
+        and len(batch) == 2
+        and batch[1].ndim == 1
+        and (batch[1].dtype == torch.int64 and batch[1][0] == 0 and len(batch[1]) > 2)
+    ):
+        values, offsets = batch
+        lo, hi = int(offsets[a]), int(offsets[b])
+        return type(batch)((values[lo:hi], offsets[a : b + 1] - lo))
+    return batch[a:b]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("name", FORMATS)
+def test_a_mixture_of_each_format_equals_the_reference(cases, name, workers):
+    """MixDataset over two PackDatasets of each format (their own seeds; random crops for
+    images): every batch's rows, piece by piece, equal the reference reader's samples from
+    each source's own order for that pass (sources read about twice over: passes wrap)."""
+    case = cases[name]
+    options, reference = varying(case)
+    sources = [
+        PackDataset(case.source, 4, datasets=case.datasets, seed=s, **options) for s in (1, 2)
+    ]
+    ds = MixDataset(sources, [0.6, 0.4], stop=2 * N)
+    plan = ds.plan(0)
+    kept = list(DataLoader(ds, batch_size=None, num_workers=workers))
+    assert len(kept) == len(ds) == plan.num_batches
+    assert sum(plan.rows(j) for j in range(len(ds))) == 2 * N
+    for j, got in enumerate(kept):
+        assert tensors(got), (name, got)
+        for part in plan.parts(j):
+            src = sources[part.source]
+            row, pos, end = part.row, part.start, part.start + part.length
+            while pos < end:  # one piece per pass of the source's stream
+                p, i = divmod(pos, N)
+                take = min(end - pos, N - i)
+                e = source_epoch(0, p)
+                idx = src.order(e)[i : i + take].tolist()
+                want = reference(idx, e)
+                piece = rows_of(got, row, row + take)
+                assert same(as_reference(piece, want), want), (name, j, part, p)
+                row, pos = row + take, pos + take
 
 
 @pytest.mark.parametrize("workers", [0, 2])

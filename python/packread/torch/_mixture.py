@@ -235,6 +235,14 @@ def _concat(parts: list[Any]) -> Any:
         return np.concatenate(parts)
     if isinstance(first, list):
         return [x for p in parts for x in p]
+    if isinstance(first, tuple) and len(first) == 2:
+        # ragged="flat": (values end to end, the len + 1 offsets where each sample starts).
+        values = _concat([p[0] for p in parts])
+        shifted, base = [first[1]], first[1][-1]
+        for p in parts[1:]:
+            shifted.append(p[1][1:] + base)
+            base = base + p[1][-1]
+        return values, _concat(shifted)
     raise PackreadTypeError(f"cannot put batches of {type(first).__name__} together")
 
 
