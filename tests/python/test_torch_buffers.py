@@ -280,6 +280,31 @@ def test_abandoned_epochs_give_their_slabs_back(images):
     assert len(_buffers.registry().slabs) <= 2 * 2 * (ds.prefetch + 6)
 
 
+def test_epochs_left_early_by_new_workers_leave_no_mapping_behind(tmp_path):
+    """Non-persistent workers shut down with batches still queued (epochs left early): a slab
+    the main process had mapped, claimed again for a batch it never receives, is never given
+    back. Once its worker is gone the main process drops the mapping: a loader that asks to
+    keep fewer mappings afterwards is not left holding the dead workers' ones."""
+    path = str(tmp_path / "small.h5")
+    with h5py.File(path, "w") as f:
+        f.create_dataset("x", data=np.arange(60 * 3, dtype=np.float32).reshape(60, 3))
+    ds = PackDataset(path, 4, seed=7, prefetch=2)
+    for k in [*range(1, 15)] * 2:  # epochs left at batch k, each with new workers
+        loader = DataLoader(ds, batch_size=None, num_workers=2)
+        for _ in range(2):  # a whole epoch, then one left at batch k
+            for j, _batch in enumerate(loader):
+                if j + 1 == k:
+                    break
+    del loader, _batch
+    gc.collect()
+    fewer = PackDataset(path, 4, seed=8, prefetch=1)  # keeps 2 workers x 2 x (1 + 6)
+    for _batch in DataLoader(fewer, batch_size=None, num_workers=2):
+        pass
+    del _batch
+    gc.collect()
+    assert len(_buffers.registry().slabs) <= 2 * 2 * (fewer.prefetch + 6)
+
+
 def test_worker_with_transform_sends_its_result(images):
     ref = reference(images)
 

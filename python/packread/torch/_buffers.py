@@ -258,9 +258,22 @@ class _Registry:
             for other in list(self.slabs)[:-1]:
                 if len(self.slabs) <= keeps:
                     break
-                if self.slabs[other].shared.evict():
+                # A slab stays claimed forever if its worker is gone: a loader shut down with
+                # batches still queued (an epoch left early) never receives them.
+                if self.slabs[other].shared.evict() or not _alive(other[0][0]):
                     self.slabs.pop(other).drop()
             return mapped
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` (a worker that owns slabs) still exists."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: it exists
+        return True
+    return True
 
 
 _REGISTRY = _Registry()
