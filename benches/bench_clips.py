@@ -53,6 +53,9 @@ import packread
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "python"))
+sys.path.insert(0, str(ROOT / "benches"))
+
+from environment import missing  # noqa: E402
 
 SEED_N, SEED_T, SEED_HW, SEED_BATCH = 300, 100, 184, 10
 ACTION_VIDEOS, ACTION_CLIP, ACTION_STEP, ACTION_SIZE, ACTION_BATCH = 200, 16, 2, 112, 8
@@ -94,14 +97,6 @@ def threaded(work: Callable[[list[Any]], Any], items: list[Any], threads: int) -
             t.join()
         best = min(best, time.perf_counter() - t0)
     return best / len(items)
-
-
-def missing(module: str) -> str | None:
-    try:
-        __import__(module)
-    except Exception as e:
-        return f"{module}: {type(e).__name__}: {e}"
-    return None
 
 
 def warm(paths: list[str]) -> None:

@@ -95,6 +95,9 @@ import numpy as np
 
 import packread
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from environment import missing, versions
+
 #: Bumped whenever the files written change, so that old files are not reused.
 LAYOUT = 1
 SHAPE = (3, 256, 256)
@@ -126,30 +129,16 @@ def sizes(total: int) -> dict[str, int]:
     return out
 
 
-def missing(module: str) -> str | None:
-    try:
-        __import__(module)
-    except Exception as e:
-        return f"{module}: {type(e).__name__}: {e}"
-    return None
-
-
-def versions() -> dict[str, str]:
-    out = {}
-    for name, module in [
-        ("packread", "packread"),
-        ("torch", "torch"),
-        ("numpy", "numpy"),
-        ("h5py", "h5py"),
-        ("litdata", "litdata"),
-        ("mosaicml-streaming", "streaming"),
-        ("datasets", "datasets"),
-    ]:
-        try:
-            out[name] = str(__import__(module, fromlist=["_"]).__version__)
-        except Exception:
-            out[name] = "not installed"
-    return out
+#: The packages whose versions the results give.
+PACKAGES = [
+    ("packread", "packread"),
+    ("torch", "torch"),
+    ("numpy", "numpy"),
+    ("h5py", "h5py"),
+    ("litdata", "litdata"),
+    ("mosaicml-streaming", "streaming"),
+    ("datasets", "datasets"),
+]
 
 
 def machine() -> dict[str, Any]:
@@ -930,7 +919,7 @@ def main(argv: list[str] | None = None) -> int:
     total = QUICK if args.quick else FULL
     command = " ".join(["python benches/bench_mix.py", *(argv or sys.argv[1:])])
     facts = machine()
-    vers = versions()
+    vers = versions(PACKAGES)
     print(" ".join(f"{k} {v}" for k, v in vers.items()))
     print(
         f"{facts['cpu']}, {facts['usable_cpus']}/{facts['cpu_count']} cpus, L3 "

@@ -75,6 +75,7 @@ import packread
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benches"))
 
+from environment import missing, versions  # noqa: E402
 from image_workloads import PHOTOS, QUALITY, RATIO, SCALE, photo_crop  # noqa: E402
 
 BATCH, SIZE, WORKERS, BUFFER = 64, 224, 2, 1000
@@ -96,14 +97,6 @@ FULL = Sizes(2000, 8, 10000, 500, 100, 100)
 QUICK = Sizes(512, 8, 2000, 500, 20, 100)
 
 
-def missing(module: str) -> str | None:
-    try:
-        __import__(module)
-    except Exception as e:
-        return f"{module}: {type(e).__name__}: {e}"
-    return None
-
-
 def tar_missing() -> str | None:
     """Why packread's TarReader cannot run here (``None``: it can)."""
     try:
@@ -120,23 +113,17 @@ def warm(paths: list[str]) -> None:
                 pass
 
 
-def versions() -> dict[str, str]:
-    out = {}
-    for name, module in [
-        ("packread", "packread"),
-        ("webdataset", "webdataset"),
-        ("wids", "wids"),
-        ("DALI", "nvidia.dali"),
-        ("torch", "torch"),
-        ("torchvision", "torchvision"),
-        ("simplejpeg", "simplejpeg"),
-        ("Pillow", "PIL"),
-    ]:
-        try:
-            out[name] = str(__import__(module, fromlist=["_"]).__version__)
-        except Exception:
-            out[name] = "not installed"
-    return out
+#: The packages whose versions the results give.
+PACKAGES = [
+    ("packread", "packread"),
+    ("webdataset", "webdataset"),
+    ("wids", "wids"),
+    ("DALI", "nvidia.dali"),
+    ("torch", "torch"),
+    ("torchvision", "torchvision"),
+    ("simplejpeg", "simplejpeg"),
+    ("Pillow", "PIL"),
+]
 
 
 # -- data --------------------------------------------------------------------------------
@@ -844,7 +831,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.only_baselines:
         skipped["packread"] = "--only-baselines"
-    results: dict[str, Any] = {"versions": versions(), "quick": args.quick, "rounds": rounds}
+    results: dict[str, Any] = {
+        "versions": versions(PACKAGES),
+        "quick": args.quick,
+        "rounds": rounds,
+    }
     print(" ".join(f"{k} {v}" for k, v in results["versions"].items()))
     runs = {"images": images_workload, "raw": raw_workload, "index": index_workload}
     for w in args.workloads:
