@@ -310,15 +310,18 @@ class Cursor:
     """Where one iteration is: its epoch and the next batch it will yield (it yields every
     ``step``-th batch from there, ``step`` being the number of workers)."""
 
-    __slots__ = ("epoch", "next", "step", "worker")
+    __slots__ = ("epoch", "next", "step", "worker", "yielded")
 
     def __init__(self, epoch: int, first: int, step: int, worker: int) -> None:
         self.epoch, self.next, self.step, self.worker = epoch, first, step, worker
+        self.yielded = 0
 
     def positions(self, num_batches: int) -> range:
         """The batches left to yield, from :attr:`next`."""
         return range(self.next, num_batches, self.step)
 
-    def advance(self, position: int) -> None:
-        """Records that batch ``position`` was yielded."""
+    def advance(self, position: int) -> bool:
+        """Records that batch ``position`` was yielded: ``True`` for the iteration's first."""
         self.next = position + self.step
+        self.yielded += 1
+        return self.yielded == 1

@@ -97,27 +97,16 @@ class _EpochClock:
         workers: int,
         resume_epoch: int | None,
         batches: int | Callable[[int, Any], int],
-    ) -> tuple[int, int, int]:
-        """``(epoch, first batch, generation id)`` of the iteration this worker starts.
+    ) -> dict[str, Any]:
+        """The generation (``"epoch"``, ``"start"``: its first batch, ``"id"``...) of the
+        iteration this worker starts. A new one records the ``"settings"`` the record holds
+        then (``MixDataset``'s weights), so that every worker of an iteration reads with the
+        same ones, whatever changes while they start.
 
         ``resume_epoch``: this worker's copy was given a worker state (StatefulDataLoader).
         ``batches``: batches per epoch, or a function of the epoch and the recorded settings
         giving them (a pending position at the end means the next epoch).
         """
-        gen = self.claim_generation(token, worker, workers, resume_epoch, batches)
-        return gen["epoch"], gen["start"], gen["id"]
-
-    def claim_generation(
-        self,
-        token: int | None,
-        worker: int,
-        workers: int,
-        resume_epoch: int | None,
-        batches: int | Callable[[int, Any], int],
-    ) -> dict[str, Any]:
-        """:meth:`claim`'s generation, whole: a new one also records the ``"settings"`` the
-        record holds then (``MixDataset``'s weights), so that every worker of an iteration
-        reads with the same ones, whatever changes while they start."""
         pid = os.getpid()
         count = batches if callable(batches) else (lambda _epoch, _settings: batches)
 
@@ -170,7 +159,7 @@ class _EpochClock:
         return self._update(change)
 
     def set_settings(self, settings: Any) -> None:
-        """Records settings (JSON) the next generation takes (see :meth:`claim_generation`)."""
+        """Records settings (JSON) the next generation takes (see :meth:`claim`)."""
 
         def change(record: dict[str, Any]) -> None:
             record["settings"] = settings

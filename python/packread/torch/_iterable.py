@@ -42,6 +42,7 @@ from ._reading import (
     finish_batch,
     run_batches,
     start_batch,
+    worker_state,
 )
 
 #: Samples found not to decode in DataLoader workers, as their batches reached this process:
@@ -367,19 +368,7 @@ class PackDataset(IterableDataset):
         epoch, seen = int(state["epoch"]), int(state["batches_seen"])
         if state.get("shard_workers") is not None:
             self._saved_workers = int(state["shard_workers"])
-        info = get_worker_info()
-        if "worker" in state:
-            if info is None:
-                raise InvalidArgumentError(
-                    "this state belongs to one DataLoader worker (it was saved inside a worker, "
-                    "as StatefulDataLoader does); load it with the StatefulDataLoader's "
-                    "load_state_dict"
-                )
-            if (state["worker"], state["num_workers"]) != (info.id, info.num_workers):
-                raise InvalidArgumentError(
-                    f"state of worker {state['worker']} of {state['num_workers']} loaded into "
-                    f"worker {info.id} of {info.num_workers}"
-                )
+        if worker_state(state, "PackDataset"):
             self._resume = state
             return
         self._clock.set_pending(epoch, seen)
@@ -394,9 +383,10 @@ class PackDataset(IterableDataset):
         else:
             worker, workers, token = info.id, info.num_workers, info.seed - info.id
         resume, self._resume = self._resume, None
-        epoch, start, gen_id = self._clock.claim(
+        gen = self._clock.claim(
             token, worker, workers, None if resume is None else int(resume["epoch"]), len(self)
         )
+        epoch, start, gen_id = int(gen["epoch"]), int(gen["start"]), int(gen["id"])
         if resume is not None and "next_batch" in resume:
             first = int(resume["next_batch"])
         else:
@@ -443,14 +433,10 @@ class PackDataset(IterableDataset):
         )
         # A worker copies nothing to the device: the main process does, on receipt.
         device = Device(self.device) if self.device and not isinstance(sink, WorkerSlabs) else None
-        first = True
 
         def deliver(j: int, item: Any) -> Any:
-            nonlocal first
-            cursor.advance(j)
-            if first:
+            if cursor.advance(j):  # the first batch: the epoch is used
                 self._clock.mark_used(gen_id)
-                first = False
             if in_worker:
                 new = {k: v for k, v in getattr(reader, "errors", {}).items() if k not in seen}
                 if new:

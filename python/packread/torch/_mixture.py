@@ -15,9 +15,8 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from .. import _packread
 from .._common import BatchReader
-from .._epoch import Cursor, check_int, check_position, epoch_order, first_batch
+from .._epoch import Cursor, EpochPlan, check_int, check_position, first_batch
 from .._mix import (
     MIX_MODES,
     MIX_STATE_FORMAT,
@@ -45,6 +44,7 @@ from ._reading import (
     run_batches,
     to_torch,
     varies_by_epoch,
+    worker_state,
 )
 
 _U64 = 2**64 - 1
@@ -148,30 +148,22 @@ class _Source:
             self.shard_lengths, self.shard_window = None, 1
             self.batch_size = None
         self.num_samples = len(self.slot.get())
+        self._plan = EpochPlan(
+            num_samples=self.num_samples,
+            batch_size=1,
+            seed=self.seed,
+            shuffle_mode=self.shuffle_mode,
+            samples_per_chunk=self.samples_per_chunk,
+            chunk_window=self.chunk_window,
+            shard_lengths=self.shard_lengths,
+            shard_window=self.shard_window,
+        )
 
     def order(self, epoch: int) -> np.ndarray:
-        """The source's permutation of its samples for its own ``epoch`` (a pass)."""
-        epoch &= _U64
-        if self.shuffle_mode == "shard":
-            return _packread.shard_order(
-                list(self.shard_lengths or ()),
-                self.seed,
-                epoch,
-                1,
-                0,
-                1,
-                1,
-                False,
-                self.shard_window,
-            )
-        return epoch_order(
-            self.num_samples,
-            self.seed,
-            epoch,
-            self.shuffle_mode,
-            self.samples_per_chunk,
-            self.chunk_window,
-        )
+        """The source's permutation of its samples for its own ``epoch`` (a pass): what one
+        rank of one worker reads of a PackDataset of these settings (in ``"shard"`` mode, the
+        shards' permutation, samples shuffled within windows of shards)."""
+        return self._plan.rank_indices(epoch & _U64)
 
     def settings(self) -> dict[str, Any]:
         """What this source's order depends on (a saved state must match)."""
@@ -642,19 +634,7 @@ class MixDataset(IterableDataset):
                 "another version"
             )
         self._check_sources(weights)
-        info = get_worker_info()
-        if "worker" in state:
-            if info is None:
-                raise InvalidArgumentError(
-                    "this state belongs to one DataLoader worker (it was saved inside a worker, "
-                    "as StatefulDataLoader does); load it with the StatefulDataLoader's "
-                    "load_state_dict"
-                )
-            if (state["worker"], state["num_workers"]) != (info.id, info.num_workers):
-                raise InvalidArgumentError(
-                    f"state of worker {state['worker']} of {state['num_workers']} loaded into "
-                    f"worker {info.id} of {info.num_workers}: resume with the same num_workers"
-                )
+        if worker_state(state, "MixDataset"):
             self._resume = state
             return
         # A function of the epoch decides the epochs after; fixed weights are the state's.
@@ -707,7 +687,7 @@ class MixDataset(IterableDataset):
         else:
             worker, workers, token = info.id, info.num_workers, info.seed - info.id
         resume, self._resume = self._resume, None
-        gen = self._clock.claim_generation(
+        gen = self._clock.claim(
             token, worker, workers, None if resume is None else int(resume["epoch"]), self._count
         )
         epoch = int(gen["epoch"])
@@ -826,17 +806,13 @@ class MixDataset(IterableDataset):
         )
         device = Device(self.device) if self.device and not isinstance(sink, WorkerSlabs) else None
         in_worker = get_worker_info() is not None
-        first = True
 
         def finish(started: Started) -> Any:
             return finish_batch(started, sink, self.transform)
 
         def deliver(j: int, item: Any) -> Any:
-            nonlocal first
-            cursor.advance(j)
-            if first:
+            if cursor.advance(j):  # the first batch: the epoch is used
                 self._clock.mark_used(gen_id)
-                first = False
             if self.mode == "batch":
                 s = plan.parts(j)[0].source
                 item = SourceBatch(s, self.names[s], item)

@@ -328,6 +328,27 @@ def find_ranks(explicit: tuple[int, int] | None) -> tuple[int, int]:
     return explicit if explicit is not None else (0, 1)
 
 
+def worker_state(state: dict[str, Any], where: str) -> bool:
+    """Whether ``state`` is one DataLoader worker's (saved inside it, as ``StatefulDataLoader``
+    does), which only that worker, of as many, may load; an error if it cannot be loaded
+    here. ``where`` names the dataset."""
+    if "worker" not in state:
+        return False
+    info = torch.utils.data.get_worker_info()
+    if info is None:
+        raise InvalidArgumentError(
+            f"this {where} state belongs to one DataLoader worker (it was saved inside a "
+            "worker, as StatefulDataLoader does); load it with the StatefulDataLoader's "
+            "load_state_dict"
+        )
+    if (state["worker"], state["num_workers"]) != (info.id, info.num_workers):
+        raise InvalidArgumentError(
+            f"state of worker {state['worker']} of {state['num_workers']} loaded into "
+            f"worker {info.id} of {info.num_workers}: resume with the same num_workers"
+        )
+    return True
+
+
 def check_device(device: str | None) -> str | None:
     """``device`` (a CUDA device for batches to be copied to), checked."""
     if device is None:
