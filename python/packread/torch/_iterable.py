@@ -26,20 +26,21 @@ from .._epoch import (
     check_int,
     check_position,
     default_window,
-    first_batch,
 )
 from .._open import Source, legacy_datasets
 from ..errors import InvalidArgumentError, PackreadTypeError
-from ._buffers import Device, Recycled, WorkerSlabs, want_pinned
+from ._buffers import Device, WorkerSlabs
 from ._clock import _EpochClock
 from ._reading import (
     Sink,
     Started,
     _ReaderSlot,
+    begin_iteration,
     check_device,
     check_ranks,
     find_ranks,
     finish_batch,
+    make_sink,
     run_batches,
     start_batch,
     worker_state,
@@ -377,42 +378,17 @@ class PackDataset(IterableDataset):
 
     def __iter__(self) -> Iterator[Any]:
         self._warn_if_empty()
-        info = get_worker_info()
-        if info is None:
-            worker, workers, token = 0, 1, None
-        else:
-            worker, workers, token = info.id, info.num_workers, info.seed - info.id
         resume, self._resume = self._resume, None
-        gen = self._clock.claim(
-            token, worker, workers, None if resume is None else int(resume["epoch"]), len(self)
-        )
-        epoch, start, gen_id = int(gen["epoch"]), int(gen["start"]), int(gen["id"])
-        if resume is not None and "next_batch" in resume:
-            first = int(resume["next_batch"])
-        else:
-            first = first_batch(start, worker)
-        cursor = Cursor(epoch, first, workers, worker)
+        gen, cursor = begin_iteration(self._clock, resume, len(self))
         self._cursor = cursor
-        return self._iterate(cursor, gen_id, self._sink_here(info))
+        return self._iterate(cursor, int(gen["id"]), self._sink_here(get_worker_info()))
 
     def _sink_here(self, info: Any) -> Sink:
-        """Where this process writes batches: its recycled buffers, or a worker's shared slabs
-        (made once per process)."""
-        if self._sink is not None and self._sink[0] == os.getpid():
-            return self._sink[1]
-        sink: Sink
-        if info is not None and self.transform is None:
-            sink = WorkerSlabs(
-                self.prefetch + 6,
-                info.num_workers,
-                self.pin_memory or self.device is not None,
-                self.device,
-            )
-        else:
-            pinned = info is None and want_pinned(self.pin_memory or self.device is not None)
-            sink = Recycled(self.prefetch + 2, pinned=pinned)
-        self._sink = (os.getpid(), sink)
-        return sink
+        """Where this process writes batches (made once per process)."""
+        if self._sink is None or self._sink[0] != os.getpid():
+            sink = make_sink(info, self.transform, self.prefetch, self.pin_memory, self.device)
+            self._sink = (os.getpid(), sink)
+        return self._sink[1]
 
     def _iterate(self, cursor: Cursor, gen_id: int, sink: Sink) -> Iterator[Any]:
         reader = self._slot.get()

@@ -16,7 +16,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from .._common import BatchReader
-from .._epoch import Cursor, EpochPlan, check_int, check_position, first_batch
+from .._epoch import Cursor, EpochPlan, check_int, check_position
 from .._mix import (
     MIX_MODES,
     MIX_STATE_FORMAT,
@@ -28,7 +28,7 @@ from .._mix import (
 )
 from .._reader import read_together
 from ..errors import InvalidArgumentError, PackreadError, PackreadTypeError
-from ._buffers import Device, Recycled, WorkerSlabs, want_pinned
+from ._buffers import Device, WorkerSlabs
 from ._clock import _EpochClock
 from ._iterable import PackDataset
 from ._reading import (
@@ -36,11 +36,13 @@ from ._reading import (
     Started,
     _ReaderSlot,
     begin,
+    begin_iteration,
     check_device,
     check_ranks,
     claim_out,
     find_ranks,
     finish_batch,
+    make_sink,
     run_batches,
     to_torch,
     varies_by_epoch,
@@ -681,41 +683,22 @@ class MixDataset(IterableDataset):
     # -- iteration ------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[Any]:
-        info = get_worker_info()
-        if info is None:
-            worker, workers, token = 0, 1, None
-        else:
-            worker, workers, token = info.id, info.num_workers, info.seed - info.id
         resume, self._resume = self._resume, None
-        gen = self._clock.claim(
-            token, worker, workers, None if resume is None else int(resume["epoch"]), self._count
-        )
-        epoch = int(gen["epoch"])
+        gen, cursor = begin_iteration(self._clock, resume, self._count)
         if resume is not None:
             weights = tuple(float(w) for w in resume["weights"])
         else:
-            weights = self._weights_at(epoch, gen.get("settings"))
-        if resume is not None and "next_batch" in resume:
-            first = int(resume["next_batch"])
-        else:
-            first = first_batch(int(gen["start"]), worker)
-        plan = self.plan(epoch, weights)
-        cursor = Cursor(epoch, first, workers, worker)
+            weights = self._weights_at(cursor.epoch, gen.get("settings"))
+        plan = self.plan(cursor.epoch, weights)
         self._cursor, self._cursor_plan = cursor, plan
-        return self._iterate(plan, cursor, int(gen["id"]), self._sink_here(info))
+        return self._iterate(plan, cursor, int(gen["id"]), self._sink_here(get_worker_info()))
 
     def _sink_here(self, info: Any) -> Sink:
-        if self._sink is not None and self._sink[0] == os.getpid():
-            return self._sink[1]
-        sink: Sink
-        if info is not None and self.transform is None:
-            pin = self.pin_memory or self.device is not None
-            sink = WorkerSlabs(self.prefetch + 6, info.num_workers, pin, self.device)
-        else:
-            pinned = info is None and want_pinned(self.pin_memory or self.device is not None)
-            sink = Recycled(self.prefetch + 2, pinned=pinned)
-        self._sink = (os.getpid(), sink)
-        return sink
+        """Where this process writes batches (made once per process)."""
+        if self._sink is None or self._sink[0] != os.getpid():
+            sink = make_sink(info, self.transform, self.prefetch, self.pin_memory, self.device)
+            self._sink = (os.getpid(), sink)
+        return self._sink[1]
 
     def _order(self, s: int, epoch: int) -> np.ndarray:
         """Source ``s``'s order for its own ``epoch``, kept for the next batches."""

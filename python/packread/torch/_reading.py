@@ -15,11 +15,20 @@ import torch
 
 from .. import _packread
 from .._common import BatchReader
-from .._epoch import check_int
+from .._epoch import Cursor, check_int, first_batch
 from .._open import check_options, resolve
 from .._reader import ArrayReader
 from ..errors import InvalidArgumentError
-from ._buffers import Claim, Device, Recycled, Specs, WorkerSlabs, cuda_available, torch_ready
+from ._buffers import (
+    Claim,
+    Device,
+    Recycled,
+    Specs,
+    WorkerSlabs,
+    cuda_available,
+    torch_ready,
+    want_pinned,
+)
 
 
 def open_here(
@@ -326,6 +335,39 @@ def find_ranks(explicit: tuple[int, int] | None) -> tuple[int, int]:
             )
         return found
     return explicit if explicit is not None else (0, 1)
+
+
+def begin_iteration(
+    clock: Any, resume: dict[str, Any] | None, batches: Any
+) -> tuple[dict[str, Any], Cursor]:
+    """The generation an iteration starts in this process (a DataLoader worker, or the main
+    process) claims from the dataset's epoch ``clock`` (see ``_EpochClock.claim``), and its
+    cursor: the first batch it yields, every ``num_workers``-th after. ``resume``: the worker
+    state this copy of the dataset was given (``StatefulDataLoader``), if any."""
+    info = torch.utils.data.get_worker_info()
+    if info is None:
+        worker, workers, token = 0, 1, None
+    else:
+        worker, workers, token = info.id, info.num_workers, info.seed - info.id
+    saved = None if resume is None else int(resume["epoch"])
+    gen = clock.claim(token, worker, workers, saved, batches)
+    if resume is not None and "next_batch" in resume:
+        first = int(resume["next_batch"])
+    else:
+        first = first_batch(int(gen["start"]), worker)
+    return gen, Cursor(int(gen["epoch"]), first, workers, worker)
+
+
+def make_sink(
+    info: Any, transform: Any, prefetch: int, pin_memory: bool, device: str | None
+) -> Sink:
+    """Where a process writes a dataset's batches: a DataLoader worker's shared slabs (which
+    the main process maps), or recycled buffers here (page-locked when asked), ``prefetch``
+    being the batches read ahead."""
+    pin = pin_memory or device is not None
+    if info is not None and transform is None:
+        return WorkerSlabs(prefetch + 6, info.num_workers, pin, device)
+    return Recycled(prefetch + 2, pinned=info is None and want_pinned(pin))
 
 
 def worker_state(state: dict[str, Any], where: str) -> bool:
