@@ -1191,3 +1191,30 @@ def test_a_damaged_member_fails_the_mixed_batch(files, tmp_path):
     with pytest.raises(PackreadError, match="CRC"):
         for _ in ds:
             pass
+
+
+def test_samples_that_do_not_decode_are_reported_per_source(tmp_path):
+    """A damaged image in one source read with on_error="skip", in DataLoader workers: the
+    mixture's errors name the source and the sample, and a warning in this process says so."""
+    from PIL import Image
+
+    rng = np.random.default_rng(4)
+    zp = tmp_path / "imgs.zip"
+    with zipfile.ZipFile(zp, "w") as z:
+        for i in range(8):
+            buf = io.BytesIO()
+            Image.fromarray(rng.integers(0, 255, (12, 12, 3), dtype=np.uint8)).save(buf, "PNG")
+            data = buf.getvalue()
+            if i == 5:
+                data = data[:40]  # cut short: does not decode
+            z.writestr(f"{'ab'[i % 2]}/{i:02d}.png", data)
+    decode = packread.ImageDecode(8)
+    good = PackDataset(str(zp), 4, decode=decode, on_error="skip", seed=1)
+    other = PackDataset(str(zp), 4, decode=decode, on_error="skip", seed=2)
+    bad = list(good.reader.names()).index("b/05.png")
+    ds = MixDataset({"first": good, "second": other}, [1, 0], stop=8)
+    with pytest.warns(RuntimeWarning, match="MixDataset source 'first'"):
+        batches = list(DataLoader(ds, batch_size=None, num_workers=2))
+    assert sum(len(b["labels"]) for b in batches) == 8
+    assert list(ds.errors) == ["first"]
+    assert list(ds.errors["first"]) == [bad]

@@ -59,8 +59,9 @@ def _deliver(item: Any, token: str, errors: dict[int, str]) -> Any:
     _WORKER_ERRORS.setdefault(token, {}).update(errors)
     if first and errors:
         k, why = next(iter(errors.items()))
+        where = token.partition(":")[2] or "PackDataset"
         warnings.warn(
-            f"PackDataset: samples did not decode in DataLoader workers and were replaced "
+            f"{where}: samples did not decode in DataLoader workers and were replaced "
             f"(on_error='skip'), the first {k}: {why}; dataset.errors lists them all",
             RuntimeWarning,
             stacklevel=2,

@@ -30,7 +30,7 @@ from .._reader import read_together
 from ..errors import InvalidArgumentError, PackreadError, PackreadTypeError
 from ._buffers import Device, WorkerSlabs
 from ._clock import _EpochClock
-from ._iterable import PackDataset
+from ._iterable import _WORKER_ERRORS, PackDataset, _WithErrors
 from ._reading import (
     Sink,
     Started,
@@ -551,6 +551,27 @@ class MixDataset(IterableDataset):
             "batches_seen=step (torchdata's StatefulDataLoader does it for you)"
         )
 
+    def _errors_token(self, s: int) -> str:
+        """Names source ``s``'s samples found not to decode in workers (see ``_deliver``)."""
+        return f"{self._token}:MixDataset source {self.names[s]!r}"
+
+    @property
+    def errors(self) -> dict[str, dict[int, str]]:
+        """Per source (by name), every sample found not to decode so far (images read with
+        ``on_error="skip"``), by index, with why: this process's readers', and those DataLoader
+        workers found, as their batches arrived.
+
+        >>> MixDataset([PackDataset("train.h5", 16)] * 2, [1, 1], stop=64).errors
+        {}
+        """
+        out = {}
+        for s, source in enumerate(self._sources):
+            found = dict(getattr(source.slot.get(), "errors", None) or {})
+            found.update(_WORKER_ERRORS.get(self._errors_token(s), {}))
+            if found:
+                out[source.name] = dict(sorted(found.items()))
+        return out
+
     def _read_by_workers(self) -> bool:
         """Whether DataLoader worker processes read the current epoch."""
         record = self._clock.peek()
@@ -793,9 +814,20 @@ class MixDataset(IterableDataset):
         def finish(started: Started) -> Any:
             return finish_batch(started, sink, self.transform)
 
+        seen: dict[int, set[int]] = {}
+
         def deliver(j: int, item: Any) -> Any:
             if cursor.advance(j):  # the first batch: the epoch is used
                 self._clock.mark_used(gen_id)
+            if in_worker:
+                # Samples found not to decode (on_error="skip"), sent with the batch.
+                for s in {p.source for p in plan.parts(j)}:
+                    found = getattr(self._sources[s].slot.get(), "errors", None) or {}
+                    done = seen.setdefault(s, set())
+                    new = {k: v for k, v in found.items() if k not in done}
+                    if new:
+                        done.update(new)
+                        item = _WithErrors(item, self._errors_token(s), new)
             if self.mode == "batch":
                 s = plan.parts(j)[0].source
                 item = SourceBatch(s, self.names[s], item)
