@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import io
 import itertools
-import json
 import math
 import os
 import pickle
@@ -29,7 +28,12 @@ import packread
 from packread._mix import MixPlan, check_weights, source_epoch
 from packread.errors import InvalidArgumentError, PackreadError, PackreadTypeError
 from packread.torch import MixDataset, PackDataset, SourceBatch, SourceRead
-from support.torchdata import StatefulDataLoader, needs_stateful_dataloader, run_gloo_ranks
+from support.torchdata import (
+    StatefulDataLoader,
+    needs_stateful_dataloader,
+    report_rank,
+    run_gloo_ranks,
+)
 
 TAG = 100_000
 #: The fixture sources: name, format, samples.
@@ -676,9 +680,7 @@ def gloo_rank(rank: int, world: int, port: int, files: dict, out_dir: str) -> No
             "rank_read": plan.rank_read(plan.num_batches).tolist(),
             "world": plan.world_size,
         }
-        with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
-            json.dump(result, f)
-        dist.barrier()
+        report_rank(out_dir, rank, result)
     finally:
         dist.destroy_process_group()
         sys.stdout.flush()

@@ -85,6 +85,16 @@ def read_epochs(loader: Any, epochs: int, world: int) -> list[dict]:
     return out
 
 
+def report_rank(out_dir: str, rank: int, result: dict) -> None:
+    """Writes one rank's ``result`` where :func:`run_gloo_ranks` reads it, then waits for the
+    other ranks (none leaves the group before every one has written)."""
+    import torch.distributed as dist
+
+    with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
+        json.dump(result, f)
+    dist.barrier()
+
+
 def rank_main(rank: int, world: int, port: int, path: str, out_dir: str, options: dict) -> None:
     """One rank of a 2-process gloo group: reads ``options["epochs"]`` epochs of ``path``
     through ``DataLoader(PackDataset(...), num_workers=2)`` and writes the ids it saw."""
@@ -106,10 +116,7 @@ def rank_main(rank: int, world: int, port: int, path: str, out_dir: str, options
         )
         loader = DataLoader(ds, batch_size=None, num_workers=2)
         epochs = read_epochs(loader, options["epochs"], world)
-        result = {"len": len(ds), "rank": rank, "epochs": epochs}
-        with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
-            json.dump(result, f)
-        dist.barrier()
+        report_rank(out_dir, rank, {"len": len(ds), "rank": rank, "epochs": epochs})
     finally:
         dist.destroy_process_group()
         sys.stdout.flush()
