@@ -382,8 +382,7 @@ class ArrayReader(Closable):
     ) -> PendingBatch[Any]:
         """Starts a batch of the arrays ``names`` (the bare array where ``single``)."""
         self._check_open()
-        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
-            raise InvalidArgumentError(f"epoch must be an int >= 0, got {epoch!r}")
+        _check_epoch(epoch)
         rows = as_indices(idx, len(self), self._describe())
         if out is not None and not isinstance(out, dict):
             if not single:
@@ -473,8 +472,7 @@ class ArrayReader(Closable):
         else:
             return None
         self._check_open()
-        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
-            raise InvalidArgumentError(f"epoch must be an int >= 0, got {epoch!r}")
+        _check_epoch(epoch)
         rows = as_indices(idx, len(self), self._describe())
         fixed = [i for i in infos if i.position is not None]
         for n, values in self._held.items():
@@ -548,6 +546,12 @@ def _restore(cls: type, source: Any, kwargs: dict[str, Any], state: Any) -> Any:
     reader = cls.__new__(cls)
     reader._setup(source, state, **kwargs)
     return reader
+
+
+def _check_epoch(epoch: Any) -> None:
+    """A batch's ``epoch``: an int >= 0 (not a bool)."""
+    if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
+        raise InvalidArgumentError(f"epoch must be an int >= 0, got {epoch!r}")
 
 
 def read_together(
