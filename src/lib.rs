@@ -30,6 +30,7 @@ pub mod order;
 pub mod remote;
 pub mod slab;
 pub mod source;
+pub mod stats;
 
 #[cfg(feature = "python")]
 mod py;

@@ -9,6 +9,7 @@ pub use super::tiling::Piece;
 use crate::codec::{inflate_stream, Faults, Pipeline};
 use crate::error::{Error, ErrorKind};
 use crate::source::{Coalesce, Files};
+use crate::stats::{self, Event, Stage};
 
 /// Raw reads larger than this are split so that several threads share one big sample.
 const SPLIT_BYTES: usize = 4 << 20;
@@ -267,7 +268,7 @@ pub(crate) fn execute(
     }
     let one = |t: Task<'_>| {
         let e = &extents[t.extent];
-        run(source, e, t.start, t.target, faults)
+        run(source, Stage::Read, e, t.start, t.target, faults)
             .map_err(|error| failed(source, e, t.extent, error, faults))
     };
     if tasks.len() <= 1 || crate::batch::pool::is_inline() {
@@ -353,7 +354,12 @@ fn execute_grouped(
             (first.file, first.offset, (end - first.offset) as usize)
         })
         .collect();
+    let timer = stats::start();
     let fetched = source.read_ranges(&spans);
+    timer.stop(Stage::Read, spans.iter().map(|s| s.2).sum());
+    let merged: Vec<usize> = tasks.iter().map(Vec::len).filter(|&n| n > 1).collect();
+    stats::count(Event::MergedReads, merged.len() as u64);
+    stats::count(Event::MergedExtents, merged.iter().sum::<usize>() as u64);
     let one = |(group, bytes): (Vec<(usize, Target<'_>)>, Result<bytes::Bytes, Error>)| {
         let first = &extents[group[0].0];
         let bytes = bytes.map_err(|error| failed(source, first, group[0].0, error, faults))?;
@@ -365,7 +371,7 @@ fn execute_grouped(
         };
         for (i, target) in group {
             let e = &extents[i];
-            run(&held, e, 0, target, faults)
+            run(&held, Stage::Copy, e, 0, target, faults)
                 .map_err(|error| failed(source, e, i, error, faults))?;
         }
         Ok(())
@@ -414,8 +420,25 @@ impl Files for Held<'_> {
     }
 }
 
+/// `source.read_at`, timed as `stage` (reads from a group's bytes already read are copies).
+fn read_at(
+    source: &dyn Files,
+    stage: Stage,
+    file: u32,
+    at: u64,
+    buf: &mut [u8],
+) -> Result<(), Error> {
+    let timer = stats::start();
+    let done = source.read_at(file, at, buf);
+    timer.stop(stage, buf.len());
+    done
+}
+
+/// Reads, decodes and places one extent (or part of a raw one), reading through `source`
+/// timed as `reads` ([`read_at`]).
 fn run(
     source: &dyn Files,
+    reads: Stage,
     e: &Extent,
     start: usize,
     target: Target<'_>,
@@ -425,8 +448,13 @@ fn run(
     let inner = e.pipeline.inner_len(e.decoded_len);
     let target = match (target, e.pipeline.stream_plan()) {
         (Target::At(out), Some(plan)) if e.stored_len.max(inner) >= STREAM_BYTES => {
-            let mut read = |at: u64, buf: &mut [u8]| source.read_at(e.file, e.offset + at, buf);
-            if inflate_stream(&plan, e.stored_len, inner, &mut read, out, faults)? {
+            let mut read =
+                |at: u64, buf: &mut [u8]| read_at(source, reads, e.file, e.offset + at, buf);
+            // Inflated as it is read: the inflate is the region less the reads inside it.
+            let timer = stats::start();
+            let streamed = inflate_stream(&plan, e.stored_len, inner, &mut read, out, faults)?;
+            if streamed {
+                timer.stop_exclusive(Stage::Inflate, out.len());
                 return Ok(());
             }
             Target::At(out)
@@ -435,17 +463,19 @@ fn run(
     };
     match target {
         // A raw extent, whole or a part of it.
-        Target::At(out) if e.is_raw() => source.read_at(e.file, e.offset + start as u64, out),
+        Target::At(out) if e.is_raw() => {
+            read_at(source, reads, e.file, e.offset + start as u64, out)
+        }
         Target::At(out) if in_place => {
             // Stored bytes are the sample: read them straight into the output, then check.
-            source.read_at(e.file, e.offset, out)?;
+            read_at(source, reads, e.file, e.offset, out)?;
             e.pipeline.verify(out, faults)
         }
         target => SCRATCH.with(|cell| {
             let mut guard = cell.borrow_mut();
             let scratch = &mut *guard;
             let stored = grow(&mut scratch.stored, e.stored_len);
-            source.read_at(e.file, e.offset, stored)?;
+            read_at(source, reads, e.file, e.offset, stored)?;
             let (pieces, outs) = match (&e.dest, target) {
                 (_, Target::At(out)) => {
                     return e.pipeline.decode(stored, out, &mut scratch.tmp, faults)
@@ -468,9 +498,13 @@ fn run(
                     .decode(stored, decoded, &mut scratch.tmp, faults)?;
                 decoded
             };
+            let timer = stats::start();
+            let mut copied = 0;
             for (p, out) in pieces.iter().zip(outs) {
                 out.copy_from_slice(&decoded[p.src..p.src + p.len]);
+                copied += p.len;
             }
+            timer.stop(Stage::Copy, copied);
             Ok(())
         }),
     }
@@ -504,11 +538,16 @@ pub(crate) fn scatter(from: &[ScatterFrom<'_>], out: &mut [u8]) -> Result<(), Er
         let p = pieces[w.piece];
         target.copy_from_slice(&bytes[p.src..p.src + p.len]);
     };
+    let timer = stats::start();
+    let total: usize = carved.iter().map(|(w, _)| w.len).sum();
     if carved.len() <= 1 || crate::batch::pool::is_inline() {
         carved.into_iter().for_each(copy);
     } else {
         carved.into_par_iter().for_each(copy);
     }
+    // One region for the whole scatter (per piece would cost more than small pieces do); in
+    // parallel, its wall time on the calling thread.
+    timer.stop(Stage::Copy, total);
     Ok(())
 }
 

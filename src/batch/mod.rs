@@ -414,8 +414,11 @@ pub fn read_batch(
 ) -> Result<()> {
     pool::install_with(index.threads(), || {
         check_outputs(index.arrays(), rows.len(), arrays, outs)?;
+        crate::stats::count(crate::stats::Event::Batches, 1);
         let mut plan = Plan::default();
+        let timer = crate::stats::start();
         index.plan(rows, arrays, &mut plan)?;
+        timer.stop(crate::stats::Stage::Plan, rows.len());
         run::run_plans(
             vec![run::Planned {
                 index,

@@ -277,6 +277,7 @@ impl Batches for Shards {
         }
         pool::install_with(self.threads, || {
             check_outputs(&self.arrays, rows.len(), arrays, outs)?;
+            crate::stats::count(crate::stats::Event::Batches, 1);
             let parts = self.split(rows);
             for group in parts.chunks(self.at_once()) {
                 let opened = group
@@ -286,7 +287,9 @@ impl Batches for Shards {
                 let mut planned = Vec::with_capacity(group.len());
                 for (part, index) in group.iter().zip(&opened) {
                     let mut plan = Plan::default();
+                    let timer = crate::stats::start();
                     index.plan(&part.rows, arrays, &mut plan)?;
+                    timer.stop(crate::stats::Stage::Plan, part.rows.len());
                     planned.push(run::Planned {
                         index: &**index,
                         rows: &part.rows,

@@ -16,6 +16,7 @@ mod zstd;
 #[cfg(test)]
 mod proptests;
 
+use crate::stats::{self, Stage};
 use std::sync::Arc;
 
 pub use bitshuffle::{
@@ -217,7 +218,36 @@ impl Step {
         }
     }
 
+    /// The stage a step's time counts under ([`crate::stats`]); `None` for images, which
+    /// count their decode and geometry themselves.
+    fn stage(&self) -> Option<Stage> {
+        Some(match self {
+            Step::Inflate(_) => Stage::Inflate,
+            Step::NpyStream(_) | Step::FortranToC { .. } => Stage::Npy,
+            Step::Fletcher32 | Step::Crc32(_) | Step::Crc32After { .. } => Stage::Checksum,
+            Step::Unshuffle { .. } => Stage::Shuffle,
+            Step::Lzf | Step::LzfPrefix { .. } => Stage::Lzf,
+            Step::Blosc => Stage::Blosc,
+            Step::Blosc2 { .. } => Stage::Blosc2,
+            Step::Zstd => Stage::Zstd,
+            Step::Lz4 => Stage::Lz4,
+            Step::Bitshuffle { .. } => Stage::Bitshuffle,
+            Step::Fill(_) | Step::Missing { .. } => Stage::Fill,
+            Step::Image(_) => return None,
+        })
+    }
+
+    /// [`Step::transform`], timed as its stage.
     fn apply(&self, input: &[u8], out: &mut [u8], faults: Faults) -> Result<(), Error> {
+        let timer = stats::start();
+        let result = self.transform(input, out, faults);
+        if let Some(stage) = self.stage() {
+            timer.stop(stage, out.len());
+        }
+        result
+    }
+
+    fn transform(&self, input: &[u8], out: &mut [u8], faults: Faults) -> Result<(), Error> {
         match self {
             Step::Inflate(wrapper) => inflate(input, out, *wrapper).map_err(|e| faults.error(e)),
             Step::NpyStream(expect) => npy_stream_to_c(input, out, expect),
@@ -270,7 +300,9 @@ impl Step {
             Step::Crc32After { prefix, want } => (*prefix, *want),
             _ => unreachable!("transforms are not checks"),
         };
+        let timer = stats::start();
         let got = crc32_after(prefix, bytes);
+        timer.stop(Stage::Checksum, bytes.len());
         if got != want {
             return Err(faults.error(CodecError::Checksum(format!(
                 "CRC-32 mismatch: stored {want:08x}, data has {got:08x}"
@@ -411,7 +443,9 @@ impl Pipeline {
                     input.len()
                 )));
             }
+            let timer = stats::start();
             out.copy_from_slice(input);
+            timer.stop(Stage::Copy, out.len());
             return self.verify(out, faults);
         }
         // Where the bytes so far are: the input, one of the two scratch buffers, or `out`.

@@ -19,6 +19,7 @@ mod remote;
 mod samples;
 mod shards;
 mod source;
+mod stats;
 mod zip;
 
 use pyo3::prelude::*;
@@ -61,6 +62,7 @@ fn _packread(m: &Bound<'_, PyModule>) -> PyResult<()> {
     shards::register(m)?;
     remote::register(m)?;
     buffers::register(m)?;
+    stats::register(m)?;
     Ok(())
 }
 

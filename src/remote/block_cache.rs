@@ -154,12 +154,14 @@ impl ObjectBlocks {
     /// `start..end` from cached blocks, if every block it lies in is cached.
     pub fn assemble(&self, start: u64, end: u64) -> Option<Bytes> {
         let mut out = Vec::with_capacity((end - start) as usize);
+        crate::stats::count(crate::stats::Event::DataLooks, 1);
         for b in self.blocks_of(start, end) {
             let block = self.get(b)?;
             let from = start.saturating_sub(b * BLOCK) as usize;
             let to = ((end - b * BLOCK) as usize).min(block.len());
             out.extend_from_slice(&block[from..to]);
         }
+        crate::stats::count(crate::stats::Event::DataHits, 1);
         Some(out.into())
     }
 

@@ -538,6 +538,7 @@ async fn fetch_async(
         ..GetOptions::default()
     };
     fetched.requests.fetch_add(1, Ordering::Relaxed);
+    let timer = crate::stats::start();
     let result = located
         .store
         .get_opts(&located.path, options)
@@ -545,6 +546,7 @@ async fn fetch_async(
         .map_err(|e| classify(url, e))?;
     let (meta, start) = (result.meta.clone(), result.range.start);
     let bytes = result.bytes().await.map_err(|e| classify(url, e))?;
+    timer.stop(crate::stats::Stage::Network, bytes.len());
     fetched
         .bytes
         .fetch_add(bytes.len() as u64, Ordering::Relaxed);

@@ -221,6 +221,22 @@ fn run(
     out: &mut [u8],
     pitch: usize,
 ) -> Result<(), ImageError> {
+    let timer = crate::stats::start();
+    let done = decompress(data, info, region, denom, layout, out, pitch);
+    timer.stop(crate::stats::Stage::Jpeg, out.len());
+    done
+}
+
+/// [`run`], untimed.
+fn decompress(
+    data: &[u8],
+    info: &JpegInfo,
+    region: Option<Region>,
+    denom: u32,
+    layout: JpegOut,
+    out: &mut [u8],
+    pitch: usize,
+) -> Result<(), ImageError> {
     let r = region.unwrap_or(Region {
         x: 0,
         y: 0,

@@ -388,11 +388,15 @@ fn decode_other(
     region: Option<Region>,
     mode: Mode,
 ) -> Result<Picture, ImageError> {
-    let (raw, from) = if info.format == ImageFormat::Png {
-        png_webp::decode_png(data, info)?
+    let timer = crate::stats::start();
+    let (raw, from, stage) = if info.format == ImageFormat::Png {
+        let (raw, from) = png_webp::decode_png(data, info)?;
+        (raw, from, crate::stats::Stage::Png)
     } else {
-        png_webp::decode_webp(data, info)?
+        let (raw, from) = png_webp::decode_webp(data, info)?;
+        (raw, from, crate::stats::Stage::Webp)
     };
+    timer.stop(stage, raw.len());
     let pic = Picture {
         width: info.width,
         height: info.height,
@@ -473,6 +477,14 @@ impl Eq for ImageStep {}
 
 impl ImageStep {
     pub(crate) fn apply(&self, input: &[u8], out: &mut [u8]) -> Result<(), Error> {
+        // Geometry is the step's time less the decode inside it (counted as its codec).
+        let timer = crate::stats::start();
+        let done = self.transform(input, out);
+        timer.stop_exclusive(crate::stats::Stage::Geometry, out.len());
+        done
+    }
+
+    fn transform(&self, input: &[u8], out: &mut [u8]) -> Result<(), Error> {
         let mut draw = Draw::new(self.seed, self.epoch, self.index);
         let done = match &self.frames {
             Some(size) => info(input, &self.spec.limits)

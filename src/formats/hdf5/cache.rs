@@ -77,10 +77,12 @@ impl ChunkCache {
             inner.hits /= 2;
         }
         let tick = inner.next_tick();
+        crate::stats::count(crate::stats::Event::ChunkLooks, 1);
         let entry = inner.entries.get_mut(&key)?;
         if entry.0.len() < need {
             return None;
         }
+        crate::stats::count(crate::stats::Event::ChunkHits, 1);
         inner.hits += 1;
         inner.by_use.remove(&entry.1);
         inner.by_use.insert(tick, key);
