@@ -16,9 +16,10 @@ from ._npy import NpyReader, load_npy
 from ._npz import NpzReader, load_npz
 from ._open import open, open_reader
 from ._options import ImageDecode, Limits, Remote
-from ._packread import __version__, get_num_threads, set_num_threads
+from ._packread import __version__, get_num_threads, set_num_threads, set_stats
 from ._reader import ArrayReader
 from ._shards import Shard
+from ._stats import LoaderStats, StageStats, WorkerStats
 from ._zip import ZipMemberInfo, ZipReader
 from .errors import (
     BadTarError,
@@ -56,6 +57,7 @@ __all__ = [
     "InvalidArgumentError",
     "LimitExceededError",
     "Limits",
+    "LoaderStats",
     "MissingKeyError",
     "NpyFormatError",
     "NpyReader",
@@ -66,8 +68,10 @@ __all__ = [
     "ReaderClosedError",
     "Remote",
     "Shard",
+    "StageStats",
     "TarReader",
     "UnsupportedError",
+    "WorkerStats",
     "ZipMemberInfo",
     "ZipReader",
     "__version__",
@@ -78,6 +82,7 @@ __all__ = [
     "open",
     "open_reader",
     "set_num_threads",
+    "set_stats",
 ]
 
 

@@ -14,9 +14,11 @@ Each command is a function of its own module, usable from Python too:
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -81,9 +83,16 @@ map-style Dataset built on that loop, for every batch size and worker count give
 Prints samples/s per configuration and, with --chart, draws them (pip install
 'packread[bench]' for matplotlib; the DataLoader passes need torch).
 
+With --headspace, it answers instead how much faster training could run if loading were
+free: the step (--step MODULE:FUNCTION, called with each batch, or --step-ms, a sleep as long
+as a GPU step) is timed over DataLoader(PackDataset(SOURCE)) and over its first batches
+replayed from memory, and the loader's statistics say where the time goes.
+
 examples:
   packread bench train.h5 --batch-size 32 64 --workers 0 2 --chart bench.png
   packread bench images.zip --members 'img/*.raw' --dtype uint8 --shape 3 256 256
+  packread bench train.h5 --headspace --step-ms 25 --workers 0 2
+  packread bench train.h5 --headspace --step mymodel:train_step
 """
 
 
@@ -189,6 +198,21 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--chart", metavar="PNG", help="write a bar chart of samples/s")
     b.add_argument("--json", action="store_true", help="print the results as JSON")
     b.add_argument("--seed", type=int, default=0, help="seed of the random batches")
+    b.add_argument(
+        "--headspace",
+        action="store_true",
+        help="time a training step with loading and from memory (see above)",
+    )
+    b.add_argument(
+        "--step", metavar="MODULE:FUNCTION", help="with --headspace: the step, given each batch"
+    )
+    b.add_argument(
+        "--step-ms",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="with --headspace and no --step: a step that sleeps MS milliseconds",
+    )
     return p
 
 
@@ -323,8 +347,61 @@ def _convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _step(args: argparse.Namespace) -> Any:
+    """The step ``--step`` names (``MODULE:FUNCTION``), or a sleep of ``--step-ms``."""
+    if args.step is None:
+        seconds = args.step_ms / 1e3
+        return lambda batch: time.sleep(seconds) if seconds > 0 else None
+    module, sep, name = args.step.partition(":")
+    if not sep or not module or not name:
+        raise ValueError(f"--step takes MODULE:FUNCTION, not {args.step!r}")
+    sys.path.insert(0, os.getcwd())
+    try:
+        func = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"--step {args.step}: {e}") from e
+    if not callable(func):
+        raise ValueError(f"--step {args.step} is not callable")
+    return func
+
+
+def _headspace(args: argparse.Namespace) -> int:
+    from .bench import headspace_bench
+
+    rows = headspace_bench(
+        args.source,
+        _step(args),
+        batch_sizes=args.batch_size,
+        workers=args.workers,
+        steps=args.batches,
+        seed=args.seed,
+        num_threads=args.num_threads,
+        arrays=args.arrays,
+        members=args.members,
+        dtype=args.dtype,
+        shape=tuple(args.shape) if args.shape else None,
+        log=None,
+    )
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for r in rows:
+        print(
+            f"batch {r['batch_size']}, {r['workers']} workers: step {1e3 * r['loaded_s']:.3g} ms "
+            f"with loading, {1e3 * r['replayed_s']:.3g} ms from memory: {r['speedup']:.2f}x "
+            "faster if loading were free"
+        )
+        print(f"  {r['verdict']}")
+    return 0
+
+
 def _bench(args: argparse.Namespace) -> int:
     from .bench import bench
+
+    if args.headspace:
+        return _headspace(args)
+    if args.step is not None or args.step_ms:
+        raise ValueError("--step and --step-ms go with --headspace")
 
     result = bench(
         args.source,

@@ -69,6 +69,7 @@ from typing import TYPE_CHECKING
 
 from .._epoch import SHUFFLE_MODES as SHUFFLE_MODES
 from .._open import open_reader
+from ._headspace import Headspace, headspace, replay
 from ._iterable import PackDataset
 from ._map import PackMapDataset
 from ._mixture import MixDataset, SourceBatch, SourceRead
@@ -78,6 +79,7 @@ from ._reading import to_torch as to_torch
 # those still load.
 from ._clock import _EpochClock as _EpochClock  # isort: skip
 from ._map import _Rows as _Rows  # isort: skip
+from ._measure import Measured as _Measured  # isort: skip
 from ._reading import _ReaderSlot as _ReaderSlot  # isort: skip
 
 if TYPE_CHECKING:
@@ -92,12 +94,15 @@ if TYPE_CHECKING:
     from .._open import Source  # noqa: F401
 
 __all__ = [
+    "Headspace",
     "MixDataset",
     "PackDataset",
     "PackMapDataset",
     "SourceBatch",
     "SourceRead",
+    "headspace",
     "open_reader",
+    "replay",
 ]
 
 
@@ -116,6 +121,8 @@ def _document_here(cls: type) -> None:
                 func.__module__ = __name__
 
 
-for _cls in (PackDataset, PackMapDataset, MixDataset, SourceBatch, SourceRead):
+for _cls in (PackDataset, PackMapDataset, MixDataset, SourceBatch, SourceRead, Headspace):
     _document_here(_cls)
+_document_here(_Measured)
+headspace.__module__ = replay.__module__ = __name__
 del _cls

@@ -31,6 +31,7 @@ from .._open import Source, legacy_datasets
 from ..errors import InvalidArgumentError, PackreadTypeError
 from ._buffers import Device, WorkerSlabs
 from ._clock import _EpochClock
+from ._measure import Measured
 from ._reading import (
     Sink,
     Started,
@@ -82,7 +83,7 @@ class _WithErrors:
         return (_deliver, (self.item, self.token, self.errors))
 
 
-class PackDataset(IterableDataset):
+class PackDataset(Measured, IterableDataset):
     """An ``IterableDataset`` of whole batches, read by packread.
 
     ``source`` is a path (``.h5``/``.hdf5``, ``.zip``, a folder, glob or list of ``.npy`` or of
@@ -159,6 +160,7 @@ class PackDataset(IterableDataset):
         shard_window: int = 4,
         pin_memory: bool = False,
         device: str | None = None,
+        trace: str | os.PathLike[str] | None = None,
         **reader_options: Any,
     ) -> None:
         super().__init__()
@@ -188,6 +190,8 @@ class PackDataset(IterableDataset):
         self._slot = _ReaderSlot(source, reader_options, "PackDataset", own)
         #: Names this dataset's errors found in workers (see :func:`_deliver`).
         self._token = secrets.token_hex(8)
+        self.trace = None if trace is None else os.fspath(trace)
+        self._start_measuring()
         reader = self._slot.get()
         self.num_samples = len(reader)
         self.samples_per_chunk = max(int(getattr(reader, "samples_per_chunk", 1)), 1)
@@ -424,13 +428,14 @@ class PackDataset(IterableDataset):
         def finish(started: Started) -> Any:
             return finish_batch(started, sink, self.transform)
 
-        yield from run_batches(todo, finish, deliver, self.prefetch, device)
+        yield from run_batches(todo, finish, deliver, self.prefetch, device, self._meter())
 
     def __getstate__(self) -> dict[str, Any]:
         self._sharding()
         state = dict(self.__dict__)
         state["_cursor"] = None
         state["_sink"] = None
+        state["_rec_at"] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -439,6 +444,8 @@ class PackDataset(IterableDataset):
         state.setdefault("device", None)
         state.setdefault("_sink", None)
         state.setdefault("_token", secrets.token_hex(8))
+        state.setdefault("trace", None)
+        state.setdefault("_rec_at", None)
         self.__dict__.update(state)
 
     @property

@@ -4,6 +4,8 @@ its sampling."""
 from __future__ import annotations
 
 import inspect
+import os
+import secrets
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,8 +17,10 @@ from .._common import BatchReader
 from .._deprecated import source_names
 from .._epoch import check_int
 from .._open import Source, legacy_datasets
+from .._stats import now
 from ..errors import PackreadTypeError
 from ._clock import _EpochClock
+from ._measure import Measured, WithStats
 from ._reading import _ReaderSlot, finish_batch, start_batch, varies_by_epoch
 
 
@@ -61,7 +65,7 @@ def _rows(batch: Any, read: bool = True) -> _Rows:
     return rows
 
 
-class PackMapDataset(Dataset):
+class PackMapDataset(Measured, Dataset):
     """A map-style ``Dataset`` over a packread reader, for code that owns its sampling.
 
     ``DataLoader`` calls ``__getitems__`` with a batch's indices, so a batch is one
@@ -91,6 +95,7 @@ class PackMapDataset(Dataset):
         source: Source,
         *,
         transform: Callable[[Any], Any] | None = None,
+        trace: str | os.PathLike[str] | None = None,
         **reader_options: Any,
     ) -> None:
         super().__init__()
@@ -104,6 +109,11 @@ class PackMapDataset(Dataset):
         self._slot = _ReaderSlot(source, reader_options, "PackMapDataset", own)
         self._len = len(self._slot.get())
         self._clock = _EpochClock()
+        #: Names this dataset's batches arriving from workers (see ``_measure._arrive``).
+        self._token = secrets.token_hex(8)
+        self.trace = None if trace is None else os.fspath(trace)
+        self._start_measuring()
+        self._first = True
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch random image crops are drawn from, in this process and its DataLoader
@@ -113,6 +123,7 @@ class PackMapDataset(Dataset):
         >>> ds.set_epoch(3)
         """
         self._clock.set_fixed(check_int("epoch", epoch, 0))
+        self._first = True
 
     def __len__(self) -> int:
         return self._len
@@ -124,16 +135,53 @@ class PackMapDataset(Dataset):
         # sampler's, of any size: nothing to recycle).
         sink = "shared" if get_worker_info() is not None and self.transform is None else None
         epoch = self._clock.fixed() if varies_by_epoch(reader) else 0
-        return finish_batch(start_batch(reader, idx, sink, epoch), sink, self.transform)
+        meter = self._meter()
+        if not meter.on:
+            return finish_batch(start_batch(reader, idx, sink, epoch), sink, self.transform)
+        rec, first = meter.rec, self._first
+        self._first = False
+        # The consumer's wait is this read, where the DataLoader's main process reads.
+        measure = meter.worker is None and not rec.outer
+        if measure:
+            rec.asked(first)
+        rec.mark()
+        began = now()
+        started = start_batch(reader, idx, sink, epoch)
+        batch = finish_batch(started, sink, self.transform)
+        done = now()
+        rec.pause()
+        rec.read_wait += done - began - started.transform
+        rec.transform += started.transform
+        rec.made_one(len(idx), None, 0.0)
+        if measure:
+            rec.got(len(idx), first)
+        if meter.trace is not None:
+            meter.trace.span("batch", began, done, {"rows": len(idx)})
+            meter.trace.batch_done()
+        return batch
+
+    def _sent(self, batch: Any) -> Any:
+        """``batch`` as a worker sends it: with the worker's totals (see :meth:`collate_fn`)."""
+        meter = self._meter()
+        if meter.worker is None or not meter.on:
+            return batch
+        return WithStats(batch, meter.token, meter.rec.payload(meter.worker))
 
     def __getitems__(self, indices: Sequence[int]) -> list[Any]:
         """The samples ``indices``, read as one batch (see :meth:`collate_fn`)."""
-        return _rows(self._read(list(indices)), self.transform is None)
+        rows = _rows(self._read(list(indices)), self.transform is None)
+        rows.whole = self._sent(rows.whole)
+        return rows
 
     def __getitem__(self, i: int) -> Any:
         if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
             raise PackreadTypeError(f"an index is an int, not {type(i).__name__}")
         return _rows(self._read([int(i)]), self.transform is None)[0]
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_rec_at"] = None
+        return state
 
     @staticmethod
     def collate_fn(batch: Any) -> Any:

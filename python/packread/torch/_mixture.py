@@ -31,6 +31,7 @@ from ..errors import InvalidArgumentError, PackreadError, PackreadTypeError
 from ._buffers import Device, WorkerSlabs
 from ._clock import _EpochClock
 from ._iterable import _WORKER_ERRORS, PackDataset, _WithErrors
+from ._measure import Measured
 from ._reading import (
     Sink,
     Started,
@@ -260,7 +261,7 @@ class _Together:
 _Piece = tuple[int, int, np.ndarray, int]
 
 
-class MixDataset(IterableDataset):
+class MixDataset(Measured, IterableDataset):
     """Several sources read as one ``IterableDataset``, by weight: deterministic, resumable and
     exact per rank.
 
@@ -320,6 +321,7 @@ class MixDataset(IterableDataset):
         world_size: int | None = None,
         pin_memory: bool = False,
         device: str | None = None,
+        trace: str | os.PathLike[str] | None = None,
     ) -> None:
         super().__init__()
         if mode not in MIX_MODES:
@@ -372,6 +374,8 @@ class MixDataset(IterableDataset):
         self._orders: dict[int, collections.OrderedDict[int, np.ndarray]] = {}
         #: Names this dataset's batches arriving from workers (see :func:`_arrive`).
         self._token = secrets.token_hex(8)
+        self.trace = None if trace is None else os.fspath(trace)
+        self._start_measuring()
 
     # -- checks -------------------------------------------------------------------------------
 
@@ -802,7 +806,7 @@ class MixDataset(IterableDataset):
                     f"needs the same keys, shapes and dtypes after each source's transform): {e}"
                 ) from e
 
-        return Started(_Together(handles, combine))
+        return Started(_Together(handles, combine), rows)
 
     def _iterate(self, plan: MixPlan, cursor: Cursor, gen_id: int, sink: Sink) -> Iterator[Any]:
         todo = (
@@ -833,12 +837,12 @@ class MixDataset(IterableDataset):
                 item = SourceBatch(s, self.names[s], item)
             return _Counted(item, self._token, plan.epoch) if in_worker else item
 
-        yield from run_batches(todo, finish, deliver, self.prefetch, device)
+        yield from run_batches(todo, finish, deliver, self.prefetch, device, self._meter())
 
     def __getstate__(self) -> dict[str, Any]:
         self._sharding()
         state = dict(self.__dict__)
-        state.update(_cursor=None, _cursor_plan=None, _sink=None, _orders={})
+        state.update(_cursor=None, _cursor_plan=None, _sink=None, _orders={}, _rec_at=None)
         return state
 
     def source(self, name: str | int) -> BatchReader:

@@ -18,6 +18,7 @@ from .._common import BatchReader
 from .._epoch import Cursor, check_int, first_batch
 from .._open import check_options, resolve
 from .._reader import ArrayReader
+from .._stats import now
 from ..errors import InvalidArgumentError
 from ._buffers import (
     Claim,
@@ -29,6 +30,7 @@ from ._buffers import (
     torch_ready,
     want_pinned,
 )
+from ._measure import Meter, WithStats
 
 
 def open_here(
@@ -161,10 +163,14 @@ def _specs(reader: BatchReader, rows: int) -> tuple[Specs, list[str] | None] | N
 class Started:
     """A batch being read: the read's handle and where it is being written."""
 
-    __slots__ = ("claim", "handle", "keys", "out", "specs", "tensors")
+    __slots__ = ("claim", "handle", "keys", "out", "rows", "specs", "tensors", "transform")
 
-    def __init__(self, handle: Any) -> None:
+    def __init__(self, handle: Any, rows: int = 0) -> None:
         self.handle = handle
+        #: Samples in the batch.
+        self.rows = rows
+        #: Seconds the transform took once read.
+        self.transform = 0.0
         self.claim: Claim | None = None
         #: The arrays the batch is read into (``None``: the reader makes them).
         self.out: Any = None
@@ -191,7 +197,7 @@ def claim_out(reader: BatchReader, rows: int, sink: Sink) -> Started:
     arrays): where in ``sink``'s memory it goes (:attr:`Started.out`; ``None`` where it cannot
     be made ahead), not yet started."""
     made = _specs(reader, rows) if sink is not None else None
-    started = Started(None)
+    started = Started(None, rows)
     if made is None:
         return started
     specs, keys = made
@@ -253,7 +259,12 @@ def finish_batch(started: Started, sink: Sink, transform: Callable[[Any], Any] |
     if started.tensors is not None:
         return started.tensors
     tensors = to_torch(batch)
-    return tensors if transform is None else transform(tensors)
+    if transform is None:
+        return tensors
+    began = now()
+    made = transform(tensors)
+    started.transform = now() - began
+    return made
 
 
 def run_batches(
@@ -262,14 +273,22 @@ def run_batches(
     deliver: Callable[[int, Any], Any],
     prefetch: int,
     device: Device | None,
+    meter: Meter,
 ) -> Iterator[Any]:
     """The batches of ``todo`` (``(position, start)``: ``start()`` starts reading the batch),
     ``prefetch`` read ahead, each made an item by ``finish`` once read, copied to ``device``
     (the next batch's copy started before this one is yielded) and given to ``deliver``
     (``(position, item)``: the item yielded) as it is yielded. Batches read ahead and never
-    yielded are abandoned (a worker's slabs go back to it)."""
+    yielded are abandoned (a worker's slabs go back to it).
+
+    ``meter`` records what the loop did: in the main process, the consumer's waits (the time
+    from being asked for a batch to yielding it); everywhere, each batch made, how many read
+    ahead were ready, and the reads; in a worker, its totals go with each batch (see
+    :class:`WithStats`)."""
     in_flight: collections.deque[tuple[int, Started]] = collections.deque()
     copying: set[int] = set()  # batches whose copy to the device has started
+    rec, trace = meter.rec, meter.trace
+    consumer = meter.worker is None
 
     def submit() -> None:
         for j, start in todo:
@@ -284,16 +303,33 @@ def run_batches(
             device.start(finish(ahead))
             copying.add(k)
 
+    on = meter.on
+    if on:
+        rec.mark()
+    first = True
+    left: float | None = None  # when the last batch left this loop
     try:
         for _ in range(max(prefetch, 1)):
             submit()
         while in_flight:
+            if on:
+                asked = now()
+                measure = consumer and not rec.outer
+                if measure:
+                    rec.asked(first)
+                ready = sum(1 for _, s in in_flight if s.done())
             j, started = in_flight.popleft()
             if j in copying:
                 copying.discard(j)
                 item = None
             else:
                 item = finish(started)
+            if on:
+                waited = now()
+                rec.read_wait += waited - asked - started.transform
+                rec.transform += started.transform
+                if trace is not None:
+                    trace.span("wait for read", asked, waited, {"batch": j})
             if prefetch:
                 submit()
             if device is not None:
@@ -302,6 +338,17 @@ def run_batches(
                 copy_ahead()
                 item = device.finish()
             item = deliver(j, item)
+            if on:
+                rec.made_one(started.rows, ready, 0.0 if left is None else asked - left)
+                if measure:
+                    rec.got(started.rows, first)
+                if meter.worker is not None:
+                    item = WithStats(item, meter.token, rec.payload(meter.worker))
+                if trace is not None:
+                    trace.span("batch", asked, now(), {"batch": j, "rows": started.rows})
+                    trace.batch_done()
+                left = now()
+            first = False
             yield item
             del item
             if not prefetch:
@@ -309,6 +356,13 @@ def run_batches(
     finally:
         for _, started in in_flight:
             started.abandon()
+        if on:
+            rec.end_iteration()
+        if trace is not None:
+            if consumer and not rec.outer:
+                trace.merge()
+            else:
+                trace.flush()
 
 
 def check_ranks(rank: int | None, world_size: int | None) -> tuple[int, int] | None:

@@ -41,7 +41,16 @@ from .baselines import LOOPS, LoopDataset, loop_kind
 from .report import BenchResult, Row
 from .timing import Epoch, _batch_run, _epoch_run, run_epoch
 
-__all__ = ["LOOPS", "BenchResult", "Epoch", "LoopDataset", "Row", "bench", "run_epoch"]
+__all__ = [
+    "LOOPS",
+    "BenchResult",
+    "Epoch",
+    "LoopDataset",
+    "Row",
+    "bench",
+    "headspace_bench",
+    "run_epoch",
+]
 
 
 def bench(
@@ -79,6 +88,44 @@ def bench(
         raise ValueError("batches, rounds and batch sizes must be >= 1")
     kind = resolve(path, None, {}).name
     arrays, members = _datasets(kind, deprecated, arrays, members)
+    options, notes = _options(path, kind, arrays, members, dtype, shape, num_threads)
+    reader = open_reader(path, **options)
+    kind = loop_kind(kind, reader)
+    loop = LoopDataset(path, kind, reader)
+    n = len(reader)
+    result = BenchResult(path, kind, n, LOOPS[kind], [], notes)
+    rng = np.random.default_rng(seed)
+    runs: list[tuple[Row, Callable[[], float]]] = []
+    for b in batch_sizes:
+        size = min(b, n)
+        base = Row("loop", "baseline", b, None, 0.0)
+        pack = Row("packread batch", "packread", b, None, 0.0)
+        runs.append((base, _batch_run(loop.batch, n, size, batches, rng)))
+        runs.append((pack, _batch_run(reader.batch, n, size, batches, rng)))
+    loader_rows = _loader_runs(path, loop, options, batch_sizes, workers, batches, seed, result)
+    runs.extend(loader_rows)
+    for r in range(rounds):
+        for row, run in runs:
+            rate = run()
+            row.rates.append(rate)
+            say(f"round {r + 1}/{rounds}: {row.label}: {human_rate(rate)} samples/s")
+    for row, _ in runs:
+        row.samples_per_s = statistics.median(row.rates)
+        result.rows.append(row)
+    return result
+
+
+def _options(
+    path: str,
+    kind: str,
+    arrays: Any,
+    members: Any,
+    dtype: Any,
+    shape: Sequence[int] | None,
+    num_threads: int | None,
+) -> tuple[dict[str, Any], list[str]]:
+    """The reader options a benchmark of ``path`` (a ``kind`` of source) reads with, and
+    notes on what they leave out or choose."""
     options: dict[str, Any] = {}
     if num_threads is not None:
         options["num_threads"] = num_threads
@@ -105,30 +152,63 @@ def bench(
         options["arrays"] = "images"
         notes.append("images decoded to 224x224 centre crops (ImageDecode(224))")
     options.update({k: v for k, v in (("arrays", arrays), ("members", members)) if v is not None})
-    reader = open_reader(path, **options)
-    kind = loop_kind(kind, reader)
-    loop = LoopDataset(path, kind, reader)
-    n = len(reader)
-    result = BenchResult(path, kind, n, LOOPS[kind], [], notes)
-    rng = np.random.default_rng(seed)
-    runs: list[tuple[Row, Callable[[], float]]] = []
+    return options, notes
+
+
+def headspace_bench(
+    source: str | os.PathLike[str],
+    step: Callable[[Any], Any],
+    *,
+    batch_sizes: Sequence[int] = (64,),
+    workers: Sequence[int] = (0, 2),
+    steps: int = 50,
+    keep: int = 8,
+    seed: int = 0,
+    num_threads: int | None = None,
+    arrays: Any = None,
+    members: Any = None,
+    dtype: Any = None,
+    shape: Sequence[int] | None = None,
+    log: Callable[[str], None] | None = print,
+) -> list[dict[str, Any]]:
+    """How much faster ``step(batch)`` would run over ``source`` if loading were free: for each
+    batch size and worker count, :func:`packread.torch.headspace` times the step over
+    ``DataLoader(PackDataset(source))`` and over its first ``keep`` batches replayed from
+    memory. One dict per configuration: the times per step, the speedup, the verdict of the
+    loader's statistics and the statistics themselves.
+
+    >>> rows = headspace_bench("train.h5", lambda b: None, batch_sizes=[8], workers=[0],
+    ...                        steps=2, keep=1, log=None)
+    >>> rows[0]["speedup"] > 0
+    True
+    """
+    from torch.utils.data import DataLoader
+
+    from ...torch import PackDataset, headspace
+
+    path = os.fspath(source)
+    say = log or (lambda m: None)
+    kind = resolve(path, None, {}).name
+    options, _ = _options(path, kind, arrays, members, dtype, shape, num_threads)
+    rows = []
     for b in batch_sizes:
-        size = min(b, n)
-        base = Row("loop", "baseline", b, None, 0.0)
-        pack = Row("packread batch", "packread", b, None, 0.0)
-        runs.append((base, _batch_run(loop.batch, n, size, batches, rng)))
-        runs.append((pack, _batch_run(reader.batch, n, size, batches, rng)))
-    loader_rows = _loader_runs(path, loop, options, batch_sizes, workers, batches, seed, result)
-    runs.extend(loader_rows)
-    for r in range(rounds):
-        for row, run in runs:
-            rate = run()
-            row.rates.append(rate)
-            say(f"round {r + 1}/{rounds}: {row.label}: {human_rate(rate)} samples/s")
-    for row, _ in runs:
-        row.samples_per_s = statistics.median(row.rates)
-        result.rows.append(row)
-    return result
+        for w in workers:
+            ds = PackDataset(path, b, seed=seed, **options)
+            loader = DataLoader(ds, batch_size=None, num_workers=w, persistent_workers=w > 0)
+            h = headspace(loader, step, steps=steps, keep=keep)
+            say(f"batch {b}, {w} workers: {h}")
+            rows.append(
+                {
+                    "batch_size": b,
+                    "workers": w,
+                    "loaded_s": h.loaded_s,
+                    "replayed_s": h.replayed_s,
+                    "speedup": h.speedup,
+                    "verdict": h.stats.verdict(),
+                    "stats": h.stats.to_dict(),
+                }
+            )
+    return rows
 
 
 def _datasets(kind: str, deprecated: dict[str, Any], arrays: Any, members: Any) -> tuple[Any, Any]:

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from ..._stats import Recorder, timed
+
 
 def _batch_run(
     read: Callable[[Any], Any], n: int, size: int, batches: int, rng: np.random.Generator
@@ -101,27 +103,16 @@ def run_epoch(
     >>> run_epoch([np.zeros((4, 2))] * 3).samples
     12
     """
+    # Timed as a dataset's consumer is (packread._stats): ds.stats() and this agree.
+    rec = Recorder()
     samples = 0
     batches = 0
-    waiting = 0.0
-    first_wait: float | None = None
-    first_samples = 0
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     thread0 = time.thread_time()
     start = time.perf_counter()
-    it = iter(loader)
-    while limit is None or batches < limit:
-        t0 = time.perf_counter()
-        try:
-            batch = next(it)
-        except StopIteration:
-            break
-        waited = time.perf_counter() - t0
-        waiting += waited
-        size = _batch_size(batch)
-        if first_wait is None:
-            first_wait, first_samples = waited, size
-        samples += size
+    it = timed(rec, loader, _batch_size)
+    for batch in it:
+        samples += _batch_size(batch)
         batches += 1
         if on_batch is not None:
             on_batch(batch)
@@ -129,8 +120,14 @@ def run_epoch(
             progress(samples)
         if step:
             time.sleep(step)
+        if limit is not None and batches >= limit:
+            it.close()
+            break
+    first_wait = rec.firsts[0] if rec.firsts else 0.0
+    first_samples = rec.samples - rec.steady_samples
+    waiting = first_wait + sum(rec.waits)
     seconds = time.perf_counter() - start
     cpu1 = resource.getrusage(resource.RUSAGE_SELF)
     main_cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     loop_cpu = time.thread_time() - thread0
-    return Epoch(samples, seconds, main_cpu, loop_cpu, waiting, first_wait or 0.0, first_samples)
+    return Epoch(samples, seconds, main_cpu, loop_cpu, waiting, first_wait, first_samples)
