@@ -106,14 +106,12 @@ def run_epoch(
     # Timed as a dataset's consumer is (packread._stats): ds.stats() and this agree.
     rec = Recorder()
     samples = 0
-    batches = 0
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     thread0 = time.thread_time()
     start = time.perf_counter()
     it = timed(rec, loader, _batch_size)
-    for batch in it:
+    for batches, batch in enumerate(it, 1):
         samples += _batch_size(batch)
-        batches += 1
         if on_batch is not None:
             on_batch(batch)
         if progress is not None:
