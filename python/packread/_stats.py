@@ -16,6 +16,7 @@ snapshot ``ds.stats()`` returns, with :meth:`LoaderStats.verdict`. Nothing here 
 from __future__ import annotations
 
 import os
+import resource
 import time
 from array import array
 from collections.abc import Iterator, Mapping
@@ -40,11 +41,51 @@ DECODERS: tuple[str, ...] = tuple(
 DATA_BOUND = 0.05
 #: Threads busy at least this share of the time are saturated.
 BUSY = 0.8
+#: Reading processes using at least this share of the machine's CPUs have reached its limit.
+CPU_BOUND = 0.85
 
 
 def counters() -> np.ndarray:
     """This process's counters now (totals since it started), as int64."""
     return np.frombuffer(_packread.stats_counters(), dtype=np.uint64).astype(np.int64)
+
+
+def cpu_seconds() -> float:
+    """CPU seconds this process has used (all its threads), user and system."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def cores() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def machine_cpu() -> tuple[float, float] | None:
+    """``(busy, total)`` CPU time of the whole machine so far (``/proc/stat``, in clock
+    ticks), ``None`` where it cannot be read. Its share over an interval says whether the
+    machine's CPUs are all in use, by this process or by others."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != b"cpu":
+        return None
+    ticks = [float(v) for v in fields[1:9]]
+    total = sum(ticks)
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return total - idle, total
+
+
+def reader_threads(reader: Any) -> int:
+    """The threads ``reader``'s batches are read with (its own pool, else the shared one)."""
+    kwargs = getattr(reader, "_kwargs", None)
+    threads = kwargs.get("num_threads") if isinstance(kwargs, dict) else None
+    return int(threads) if isinstance(threads, int) else int(_packread.get_num_threads())
 
 
 def now() -> float:
@@ -89,6 +130,14 @@ class Recorder:
         self.outside = 0.0
         self._first_at: float | None = None
         self._last_at: float | None = None
+        #: CPU seconds this process used while it read (every thread), and at the start; the
+        #: machine's busy and total CPU time meanwhile (``machine_cpu``), and at the start.
+        self.cpu = 0.0
+        self._cpu0 = 0.0
+        self.machine = (0.0, 0.0)
+        self._machine0: tuple[float, float] | None = None
+        #: Threads this dataset's reader reads with, in this process.
+        self.threads = int(_packread.get_num_threads())
         #: Seconds spent waiting on reads, in transforms, receiving workers' batches.
         self.read_wait = 0.0
         self.transform = 0.0
@@ -153,13 +202,18 @@ class Recorder:
 
     # -- the process that reads -----------------------------------------------------------------
 
+    def begin(self) -> None:
+        """This process starts reading a dataset's batches (an iteration begins)."""
+        self._first_at = self._last_at = now()
+        self._cpu0 = cpu_seconds()
+        self._machine0 = machine_cpu()
+
     def made_one(self, rows: int, depth: int | None, outside: float) -> None:
         """This process made a batch of ``rows`` (``depth``: read-ahead batches already read
         when it was taken; ``outside``: seconds since the previous batch left its loop)."""
-        t = now()
         if self._first_at is None:
-            self._first_at = t
-        self._last_at = t
+            self.begin()
+        self._last_at = now()
         self.made += 1
         self.made_samples += rows
         self.outside += outside
@@ -169,13 +223,35 @@ class Recorder:
     def end_iteration(self) -> None:
         """An iteration of this process's loop ended (exhausted or left)."""
         self.active = self.active_now()
+        self.cpu = self.cpu_now()
+        self.machine = self.machine_now()
         self._first_at = self._last_at = None
+        self._machine0 = None
         self.pause()
 
     def active_now(self) -> float:
+        """Seconds this process has read: from each iteration's start to its last batch."""
         if self._first_at is None or self._last_at is None:
             return self.active
         return self.active + (self._last_at - self._first_at)
+
+    def machine_now(self) -> tuple[float, float]:
+        """The machine's busy and total CPU time while this process read."""
+        if self._first_at is None or self._machine0 is None:
+            return self.machine
+        current = machine_cpu()
+        if current is None:
+            return self.machine
+        return (
+            self.machine[0] + current[0] - self._machine0[0],
+            self.machine[1] + current[1] - self._machine0[1],
+        )
+
+    def cpu_now(self) -> float:
+        """CPU seconds this process used while reading."""
+        if self._first_at is None:
+            return self.cpu
+        return self.cpu + (cpu_seconds() - self._cpu0)
 
     # -- DataLoader workers ---------------------------------------------------------------------
 
@@ -194,7 +270,10 @@ class Recorder:
             "handoffs": self.handoffs,
             "blocked": self.outside,
             "active": self.active_now(),
-            "threads": _packread.get_num_threads(),
+            "cpu": self.cpu_now(),
+            "machine": self.machine_now(),
+            "cores": cores(),
+            "threads": self.threads,
             "depth": dict(self.depth),
         }
 
@@ -215,10 +294,14 @@ def _worker_totals(
     for key, p in sorted(workers.items()):
         base = baselines.get(key)
         reads = np.frombuffer(p["reads"], dtype=np.int64).copy()
-        row = {k: p[k] for k in ("worker", "pid", "threads")}
+        row = {k: p[k] for k in ("worker", "pid", "threads", "cores")}
+        machine = p["machine"]
+        if base:
+            machine = (machine[0] - base["machine"][0], machine[1] - base["machine"][1])
+        row["machine"] = machine
         for k in ("batches", "samples", "read_wait", "transform", "handoff", "handoffs"):
             row[k] = p[k] - (base[k] if base else 0)
-        for k in ("blocked", "active"):
+        for k in ("blocked", "active", "cpu"):
             row[k] = p[k] - (base[k] if base else 0)
         if base:
             reads -= np.frombuffer(base["reads"], dtype=np.int64)
@@ -302,6 +385,12 @@ class LoaderStats:
     threads: int
     processes: int
     utilisation: float | None
+    #: CPUs this process may use; the share of them the reading processes used while they
+    #: read (Python included); the share of the machine's CPUs in use meanwhile, by any
+    #: process (``None``: not known).
+    cores: int
+    cpu_share: float | None
+    machine_busy: float | None
     #: Read-ahead batches already read when the next was taken: ``{depth: times}``, and mean.
     queue_depth: dict[int, int]
     queue_depth_mean: float | None
@@ -377,12 +466,20 @@ def snapshot(rec: Recorder, threads: int | None = None) -> LoaderStats:
         for s in STAGES
     }
     thread_time = sum(v.seconds for k, v in stages.items() if k != "network")
-    own_threads = threads if threads is not None else _packread.get_num_threads()
     capacity = 0.0
     if workers:
         capacity = sum(w["threads"] * w["active"] for w in workers)
-    elif rec.active_now() > 0:
-        capacity = own_threads * rec.active_now()
+        cpu = sum(w["cpu"] for w in workers)
+        reading = max((w["active"] for w in workers), default=0.0)
+        # Every worker saw the same machine: the one that read longest saw most of it.
+        machine = max((w["machine"] for w in workers), key=lambda m: m[1], default=(0.0, 0.0))
+        threads = max(w["threads"] for w in workers)
+    else:
+        threads = rec.threads if threads is None else threads
+        capacity = threads * rec.active_now()
+        cpu, reading = rec.cpu_now(), rec.active_now()
+        machine = rec.machine_now()
+    ncores = cores()
     depth: dict[int, int] = {}
     for d in [rec.depth, *(w["depth"] for w in workers)]:
         for k, n in d.items():
@@ -429,9 +526,12 @@ def snapshot(rec: Recorder, threads: int | None = None) -> LoaderStats:
         merged_extents=int(reads[_AT["merged_extents"]]),
         chunk_cache_hit_rate=hit_rate("chunk_cache_lookups", "chunk_cache_hits"),
         data_cache_hit_rate=hit_rate("data_cache_lookups", "data_cache_hits"),
-        threads=max([w["threads"] for w in workers], default=own_threads),
+        threads=threads,
         processes=len({w["worker"] for w in workers}) or 1,
         utilisation=float(thread_time / capacity) if capacity > 0 else None,
+        cores=ncores,
+        cpu_share=float(cpu / (ncores * reading)) if reading > 0 else None,
+        machine_busy=float(machine[0] / machine[1]) if machine[1] > 0 else None,
         queue_depth=dict(sorted(depth.items())),
         queue_depth_mean=(sum(d * n for d, n in depth.items()) / taken) if taken else None,
         read_wait_s=rec.read_wait + sum(w["read_wait"] for w in workers),
@@ -460,11 +560,12 @@ def _ms(seconds: float) -> str:
     return f"{1e3 * seconds:.3g} ms"
 
 
+#: What makes a stage cheaper (decoders: see :func:`_advice`).
 _ADVICE = {
     "plan": "use larger batches, or shuffle_mode='chunk' so a batch touches fewer chunks",
-    "copy": "memory bandwidth is the limit: read fewer bytes (a smaller dtype or crop)",
+    "copy": "copies are memory-bound: read fewer bytes (a smaller dtype or crop)",
     "geometry": "resize less: decode smaller (ImageDecode(draft=True)) or crop before resizing",
-    "fill": "chunks never written are filled: nothing to gain here",
+    "fill": "read fewer unwritten chunks (they are filled, not read)",
 }
 
 
@@ -480,26 +581,32 @@ def _advice(stage: str, stats: LoaderStats) -> str:
             "requests): raise prefetch so more requests are in flight, or cache_dir= to keep "
             "the bytes"
         )
-    if busy is not None and busy < BUSY and stage not in _ADVICE:
-        return (
-            f"{threads} busy only {100 * busy:.0f} %: raise prefetch so more batches are "
-            "read at once"
-        )
-    saturated = f"{threads} busy {100 * busy:.0f} %" if busy is not None else threads
     if stage == "read":
         mb = stats.stages["read"].bytes / max(stats.stages["read"].seconds, 1e-12) / 1e6
         return f"storage reads at {mb:,.0f} MB/s per thread: use faster storage or cache_dir="
-    if stage in ("jpeg", "png", "webp"):
+    cheaper = _ADVICE.get(stage)
+    if cheaper is None and stage in ("jpeg", "png", "webp"):
+        cheaper = "decode smaller with ImageDecode(draft=True)"
+    elif cheaper is None:
+        cheaper = "store the data with a faster codec (lz4, blosc) or uncompressed"
+    cpu = stats.machine_busy if stats.machine_busy is not None else stats.cpu_share
+    if cpu is not None and cpu >= CPU_BOUND:
+        cpus = f"{stats.cores} CPU{'s' if stats.cores != 1 else ''}"
         return (
-            f"{saturated}: add threads (num_threads=) or DataLoader workers, or decode "
-            "smaller with ImageDecode(draft=True)"
+            f"{cpus} busy {100 * cpu:.0f} %, the machine's limit (more threads or workers "
+            f"will not help): {cheaper}"
         )
-    if stage in DECODERS:
+    if busy is not None and busy >= BUSY:
         return (
-            f"{saturated}: add threads (num_threads=) or DataLoader workers, or store the "
-            "data with a faster codec (lz4, blosc) or uncompressed"
+            f"{threads} busy {100 * busy:.0f} % and CPUs to spare: add threads "
+            f"(num_threads=) or DataLoader workers, or {cheaper}"
         )
-    return _ADVICE.get(stage, f"{saturated}: add threads or DataLoader workers")
+    if busy is not None:
+        return (
+            f"{threads} busy only {100 * busy:.0f} % and CPUs to spare: raise prefetch so "
+            f"more batches are read at once, or add DataLoader workers"
+        )
+    return cheaper
 
 
 def _verdict(stats: LoaderStats) -> str:

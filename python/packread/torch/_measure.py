@@ -12,7 +12,16 @@ from typing import Any
 import torch
 
 from .. import _packread
-from .._stats import LoaderStats, Recorder, batch_rows, gather, now, snapshot, timed
+from .._stats import (
+    LoaderStats,
+    Recorder,
+    batch_rows,
+    gather,
+    now,
+    reader_threads,
+    snapshot,
+    timed,
+)
 from .._trace import Tracer, trace_path, tracer
 
 #: This process's recorders by dataset token, for workers' batches to report to as they arrive.
@@ -88,10 +97,20 @@ class Measured:
             return rec
         return at[1]
 
+    def _reader_threads(self) -> int:
+        """The threads this dataset's reader reads with (its sources' most, for a mixture)."""
+        return max(reader_threads(s.get()) for s in self._slots())
+
+    def _slots(self) -> list[Any]:
+        return [self._slot]  # type: ignore[attr-defined]
+
     def _meter(self) -> Meter:
         info = torch.utils.data.get_worker_info()
+        rec = self._recorder()
+        if rec.made == 0:
+            rec.threads = self._reader_threads()
         return Meter(
-            self._recorder(),
+            rec,
             self._token,
             tracer(trace_path(self.trace)),
             None if info is None else info.id,

@@ -845,6 +845,9 @@ class MixDataset(Measured, IterableDataset):
         state.update(_cursor=None, _cursor_plan=None, _sink=None, _orders={}, _rec_at=None)
         return state
 
+    def _slots(self) -> list[Any]:
+        return [s.slot for s in self._sources]
+
     def source(self, name: str | int) -> BatchReader:
         """The reader of a source (by name or position), opened in this process.
 

@@ -306,6 +306,7 @@ def run_batches(
     on = meter.on
     if on:
         rec.mark()
+        rec.begin()
     first = True
     left: float | None = None  # when the last batch left this loop
     try:
