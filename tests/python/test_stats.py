@@ -230,7 +230,7 @@ def close(measured: float, known: float, rel: float = 0.05, points: float = 0.0)
 
 
 @pytest.mark.parametrize(
-    "delay, step, prefetch",
+    ("delay", "step", "prefetch"),
     [
         (0.030, 0.015, 0),  # read after each step: waits the whole read
         (0.025, 0.010, 1),  # read during the step: waits what the read takes longer
@@ -315,7 +315,8 @@ def test_a_snapshot_is_plain_data(files):
     assert d["stages"]["inflate"]["calls"] == N
     assert set(d["stages"]) == set(_stats.STAGES)
     text = str(stats)
-    assert stats.verdict() in text and "inflate" in text
+    assert stats.verdict() in text
+    assert "inflate" in text
 
 
 # -- the verdict on constructed slow pipelines --------------------------------------------------
@@ -351,7 +352,8 @@ def test_verdict_a_slow_codec(heavy):
     ds = PackDataset(heavy / "slow.h5", 8, arrays="x", chunk_cache_bytes=0)
     v = verdict_of(ds)
     assert v.startswith("data-bound"), v
-    assert "inflate is" in v and "faster codec" in v, v
+    assert "inflate is" in v, v
+    assert "faster codec" in v, v
     assert next(iter(ds.stats().shares())) == "inflate"
 
 
@@ -363,9 +365,11 @@ def test_verdict_too_few_threads(heavy):
     stats = ds.stats()
     assert stats.threads == 1
     assert stats.utilisation > 0.8
-    assert v.startswith("data-bound") and "jpeg is" in v, v
+    assert v.startswith("data-bound"), v
+    assert "jpeg is" in v, v
     if stats.machine_busy < _stats.CPU_BOUND:  # a quiet machine: a CPU to spare
-        assert "1 thread busy" in v and "CPUs to spare: add threads" in v, v
+        assert "1 thread busy" in v, v
+        assert "CPUs to spare: add threads" in v, v
     else:  # something else took the other CPU: the verdict says so
         assert "the machine's limit" in v, v
 
@@ -373,7 +377,8 @@ def test_verdict_too_few_threads(heavy):
 def test_verdict_a_slow_transform(heavy):
     ds = PackDataset(heavy / "raw.h5", 8, arrays="x", transform=lambda b: time.sleep(0.01) or b)
     v = verdict_of(ds)
-    assert v.startswith("data-bound") and "the transform takes" in v, v
+    assert v.startswith("data-bound"), v
+    assert "the transform takes" in v, v
     stats = ds.stats()
     assert close(stats.transform_s / stats.batches, 0.01, rel=0.3)
 
@@ -449,7 +454,7 @@ WAITING = dict(waiting_fraction=0.4, blocked_s=0.8, blocked_p50_s=0.008)
 
 
 @pytest.mark.parametrize(
-    "given, said",
+    ("given", "said"),
     [
         (dict(batches=0), ["no batches yet"]),
         (dict(waiting_fraction=0.02, blocked_s=0.04), ["not data-bound", "waiting 2.0 %"]),
