@@ -41,6 +41,7 @@ MODULES = [
     "packread._image",
     "packread._clip",
     "packread._open",
+    "packread._stats",
     "packread.errors",
     "packread.torch",
     "packread.cli",

@@ -55,7 +55,14 @@ def replay(loader: Iterable[Any], batches: int = 16, steps: int | None = None) -
 
 @dataclass
 class Headspace:
-    """One step timed over a loader and over its first batches replayed from memory."""
+    """One step timed over a loader and over its first batches replayed from memory (see
+    :func:`headspace`).
+
+    >>> ds = PackDataset("train.h5", batch_size=16)
+    >>> h = headspace(DataLoader(ds, batch_size=None), lambda b: None, steps=3, keep=2)
+    >>> h.steps
+    3
+    """
 
     #: Steps timed each way.
     steps: int
@@ -68,6 +75,13 @@ class Headspace:
     stats: LoaderStats
 
     def to_dict(self) -> dict[str, Any]:
+        """The timings and the statistics as plain values.
+
+        >>> ds = PackDataset("train.h5", batch_size=16)
+        >>> h = headspace(DataLoader(ds, batch_size=None), lambda b: None, steps=3, keep=2)
+        >>> sorted(h.to_dict())
+        ['loaded_s', 'replayed_s', 'speedup', 'stats', 'steps']
+        """
         return asdict(self)
 
     def __str__(self) -> str:
@@ -92,7 +106,8 @@ def headspace(
     queues GPU work).
 
     >>> ds = PackDataset("train.h5", batch_size=16)
-    >>> h = headspace(DataLoader(ds, batch_size=None), lambda b: b.float().mean(), steps=3, keep=2)
+    >>> step = lambda batch: batch["images"].float().mean()
+    >>> h = headspace(DataLoader(ds, batch_size=None), step, steps=3, keep=2)
     >>> h.speedup > 0
     True
     """

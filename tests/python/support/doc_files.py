@@ -78,6 +78,8 @@ def write(root: str | os.PathLike[str]) -> None:
     images = rng.integers(0, 256, (TRAIN, 3, 16, 16), dtype=np.uint8)
 
     # HDF5 (h5py): images and labels, one sample per gzip chunk, and per-channel means.
+    # A training step of the user's own, for `packread bench --headspace --step`.
+    (root / "mymodel.py").write_text("def train_step(batch):\n    return None\n")
     with h5py.File(root / "train.h5", "w") as f:
         f.create_dataset("images", data=images, chunks=(1, 3, 16, 16), compression="gzip")
         f.create_dataset("labels", data=np.arange(TRAIN, dtype=np.int64) % 10)
