@@ -33,9 +33,9 @@ _LOCK = threading.Lock()
 
 def trace_path(explicit: str | os.PathLike[str] | None) -> str | None:
     """Where a dataset traces to: its ``trace=``, else ``PACKREAD_TRACE``, else nowhere."""
-    if explicit is not None:
-        return os.fspath(explicit)
-    return os.environ.get("PACKREAD_TRACE") or None
+    path = os.fspath(explicit) if explicit is not None else os.environ.get("PACKREAD_TRACE")
+    # Absolute: the file is written again at exit, whatever the working directory is then.
+    return os.path.abspath(path) if path else None
 
 
 def tracer(path: str | None) -> Tracer | None:

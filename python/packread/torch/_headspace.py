@@ -128,6 +128,8 @@ def headspace(
         sync()
     loaded = (time.perf_counter() - began) / steps
     batches.close()
+    # The loaded loop's statistics, before the replay reads through the same dataset.
+    stats = snapshot(rec) if measured is None else measured.stats()
     memory = replay(_cycle(loader), batches=keep, steps=steps + 1)
     step(next(memory))
     began = time.perf_counter()
@@ -136,7 +138,6 @@ def headspace(
     if sync is not None:
         sync()
     replayed = (time.perf_counter() - began) / steps
-    stats = snapshot(rec) if measured is None else measured.stats()
     return Headspace(steps, loaded, replayed, loaded / max(replayed, 1e-12), stats)
 
 

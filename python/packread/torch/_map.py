@@ -157,7 +157,12 @@ class PackMapDataset(Measured, Dataset):
             rec.got(len(idx), first)
         if meter.trace is not None:
             meter.trace.span("batch", began, done, {"rows": len(idx)})
-            meter.trace.batch_done()
+            if meter.worker is not None:
+                # A worker's reads have no end to flush at (and workers skip atexit): each
+                # batch's spans are written as it is sent.
+                meter.trace.flush()
+            else:
+                meter.trace.batch_done()
         return batch
 
     def _sent(self, batch: Any) -> Any:
