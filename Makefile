@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 export VIRTUAL_ENV := $(VENV_ABS)
 export PATH := $(VENV_ABS)/bin:$(PATH)
 
-.PHONY: all demo test rust-test py-test py-test-slow lint bench bench-images bench-loaders bench-shards bench-remote bench-mix bench-jpeg bench-peers bench-wheel bench-builds develop lock clean \
+.PHONY: all demo test rust-test py-test py-test-slow lint bench bench-images bench-loaders bench-shards bench-remote bench-mix bench-stats bench-jpeg bench-peers bench-wheel bench-builds develop lock clean \
 	wheel wheel-test sdist-test compat-test docs \
 	fuzz fuzz-build fuzz-long fuzz-seeds fuzz-tools fuzz-files fuzz-files-long miri
 
@@ -164,6 +164,11 @@ bench-remote: develop
 # and against litdata's and mosaic's weighted mixtures of the same samples, 0 and 2 workers.
 bench-mix: develop bench-peers
 	$(PY) benches/bench_mix.py --rounds 15 --json .bench/mix.json
+
+# The statistics overhead benchmark (benches/bench_stats.py): PackDataset with loader statistics
+# on against packread.set_stats(False), alternated round by round, 0 and 2 workers.
+bench-stats: develop
+	$(PY) benches/bench_stats.py --rounds 15 --json .bench/stats.json
 
 # The encoded-image benchmarks alone (benches/test_bench_images.py); PACKREAD_BENCH_IMAGES=200
 # shrinks the workload (default 2,000 JPEGs).
