@@ -41,8 +41,14 @@ DECODERS: tuple[str, ...] = tuple(
 DATA_BOUND = 0.05
 #: Threads busy at least this share of the time are saturated.
 BUSY = 0.8
-#: Reading processes using at least this share of the machine's CPUs have reached its limit.
-CPU_BOUND = 0.85
+#: Reading processes using at least this share of the machine's CPUs have reached its limit
+#: (a process whose threads outnumber the CPUs loses some of its share to switching between
+#: them: on 2 CPUs, 2 reading threads and the loop's own measure 80-90 % at saturation).
+CPU_BOUND = 0.75
+#: Fewest clock ticks of the machine's CPU time (``/proc/stat``, usually 100 a second per CPU)
+#: for its share to be told: a shorter window is too coarse, and the process's own share
+#: stands in.
+MACHINE_TICKS = 100
 
 
 def counters() -> np.ndarray:
@@ -56,12 +62,19 @@ def cpu_seconds() -> float:
     return r.ru_utime + r.ru_stime
 
 
+_CORES: tuple[int, int] | None = None
+
+
 def cores() -> int:
-    """The CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+    """The CPUs this process may run on (asked once per process)."""
+    global _CORES
+    if _CORES is None or _CORES[0] != os.getpid():
+        try:
+            n = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            n = os.cpu_count() or 1
+        _CORES = (os.getpid(), n)
+    return _CORES[1]
 
 
 def machine_cpu() -> tuple[float, float] | None:
@@ -130,10 +143,12 @@ class Recorder:
         self.outside = 0.0
         self._first_at: float | None = None
         self._last_at: float | None = None
-        #: CPU seconds this process used while it read (every thread), and at the start; the
-        #: machine's busy and total CPU time meanwhile (``machine_cpu``), and at the start.
+        #: CPU seconds this process used while it read (every thread), and at the start.
         self.cpu = 0.0
         self._cpu0 = 0.0
+        #: The machine's busy and total CPU time (``machine_cpu``) while the consumer iterated,
+        #: and at the start of the current iteration (sampled once per iteration and
+        #: snapshot: reading ``/proc/stat`` costs tens of microseconds).
         self.machine = (0.0, 0.0)
         self._machine0: tuple[float, float] | None = None
         #: Threads this dataset's reader reads with, in this process.
@@ -174,7 +189,14 @@ class Recorder:
         """The consumer asks for a batch (``first``: the first of an iteration)."""
         if first:
             self._prev_got = None
+            self.consumer_end()
+            self._machine0 = machine_cpu()
         self._call = now()
+
+    def consumer_end(self) -> None:
+        """The consumer's iteration ended: the machine's CPU time so far is kept."""
+        self.machine = self.machine_now()
+        self._machine0 = None
 
     def got(self, rows: int, first: bool) -> None:
         """The batch the consumer asked for is here, ``rows`` samples (-1: there was none,
@@ -206,7 +228,6 @@ class Recorder:
         """This process starts reading a dataset's batches (an iteration begins)."""
         self._first_at = self._last_at = now()
         self._cpu0 = cpu_seconds()
-        self._machine0 = machine_cpu()
 
     def made_one(self, rows: int, depth: int | None, outside: float) -> None:
         """This process made a batch of ``rows`` (``depth``: read-ahead batches already read
@@ -224,9 +245,7 @@ class Recorder:
         """An iteration of this process's loop ended (exhausted or left)."""
         self.active = self.active_now()
         self.cpu = self.cpu_now()
-        self.machine = self.machine_now()
         self._first_at = self._last_at = None
-        self._machine0 = None
         self.pause()
 
     def active_now(self) -> float:
@@ -236,8 +255,8 @@ class Recorder:
         return self.active + (self._last_at - self._first_at)
 
     def machine_now(self) -> tuple[float, float]:
-        """The machine's busy and total CPU time while this process read."""
-        if self._first_at is None or self._machine0 is None:
+        """The machine's busy and total CPU time while the consumer iterated."""
+        if self._machine0 is None:
             return self.machine
         current = machine_cpu()
         if current is None:
@@ -271,7 +290,6 @@ class Recorder:
             "blocked": self.outside,
             "active": self.active_now(),
             "cpu": self.cpu_now(),
-            "machine": self.machine_now(),
             "cores": cores(),
             "threads": self.threads,
             "depth": dict(self.depth),
@@ -295,10 +313,6 @@ def _worker_totals(
         base = baselines.get(key)
         reads = np.frombuffer(p["reads"], dtype=np.int64).copy()
         row = {k: p[k] for k in ("worker", "pid", "threads", "cores")}
-        machine = p["machine"]
-        if base:
-            machine = (machine[0] - base["machine"][0], machine[1] - base["machine"][1])
-        row["machine"] = machine
         for k in ("batches", "samples", "read_wait", "transform", "handoff", "handoffs"):
             row[k] = p[k] - (base[k] if base else 0)
         for k in ("blocked", "active", "cpu"):
@@ -409,8 +423,8 @@ class LoaderStats:
     processes: int
     utilisation: float | None
     #: CPUs this process may use; the share of them the reading processes used while they
-    #: read (Python included); the share of the machine's CPUs in use meanwhile, by any
-    #: process (``None``: not known).
+    #: read (Python included); the share of the machine's CPUs in use, by any process, while
+    #: the consumer iterated (``None``: not measured, or under a second of CPU time).
     cores: int
     cpu_share: float | None
     machine_busy: float | None
@@ -515,14 +529,12 @@ def snapshot(rec: Recorder, threads: int | None = None) -> LoaderStats:
         capacity = sum(w["threads"] * w["active"] for w in workers)
         cpu = sum(w["cpu"] for w in workers)
         reading = max((w["active"] for w in workers), default=0.0)
-        # Every worker saw the same machine: the one that read longest saw most of it.
-        machine = max((w["machine"] for w in workers), key=lambda m: m[1], default=(0.0, 0.0))
         threads = max(w["threads"] for w in workers)
     else:
         threads = rec.threads if threads is None else threads
         capacity = threads * rec.active_now()
         cpu, reading = rec.cpu_now(), rec.active_now()
-        machine = rec.machine_now()
+    machine = rec.machine_now()
     ncores = cores()
     depth: dict[int, int] = {}
     for d in [rec.depth, *(w["depth"] for w in workers)]:
@@ -575,7 +587,7 @@ def snapshot(rec: Recorder, threads: int | None = None) -> LoaderStats:
         utilisation=float(thread_time / capacity) if capacity > 0 else None,
         cores=ncores,
         cpu_share=float(cpu / (ncores * reading)) if reading > 0 else None,
-        machine_busy=float(machine[0] / machine[1]) if machine[1] > 0 else None,
+        machine_busy=float(machine[0] / machine[1]) if machine[1] >= MACHINE_TICKS else None,
         queue_depth=dict(sorted(depth.items())),
         queue_depth_mean=(sum(d * n for d, n in depth.items()) / taken) if taken else None,
         read_wait_s=rec.read_wait + sum(w["read_wait"] for w in workers),
@@ -736,6 +748,7 @@ def timed(rec: Recorder, iterable: Any, rows: Any, trace: Any = None) -> Iterato
             yield item
     finally:
         rec.outer = False
+        rec.consumer_end()
 
 
 def batch_rows(item: Any) -> int:

@@ -359,6 +359,8 @@ def run_batches(
             started.abandon()
         if on:
             rec.end_iteration()
+            if consumer and not rec.outer:
+                rec.consumer_end()
         if trace is not None:
             if consumer and not rec.outer:
                 trace.merge()
