@@ -660,7 +660,7 @@ def _advice(stage: str, stats: LoaderStats) -> str:
     if busy is not None:
         return (
             f"{threads} busy only {100 * busy:.0f} % and CPUs to spare: raise prefetch so "
-            f"more batches are read at once, or add DataLoader workers"
+            f"more batches are read at once, or add DataLoader workers; or {cheaper}"
         )
     return cheaper
 

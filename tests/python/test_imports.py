@@ -131,7 +131,9 @@ ON_DEMAND = {
     "packread.cli._inspect",
     "packread.cli._convert",
     "packread.cli._bench",
+    "packread.cli._headspace",
     "packread.cli.bench._loader_runs",
+    "packread.cli.bench.headspace_bench",
 }
 
 
