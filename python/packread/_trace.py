@@ -90,6 +90,13 @@ class Tracer:
             event["args"] = args
         self.events.append(event)
 
+    def counter(self, name: str, at: float, value: float) -> None:
+        """A value over time (a counter track): ``name`` is ``value`` from ``at`` (seconds of
+        ``CLOCK_MONOTONIC``) on."""
+        self.events.append(
+            {"name": name, "ph": "C", "ts": at * 1e6, "pid": self.pid, "args": {name: value}}
+        )
+
     def batch_done(self) -> None:
         self.pending += 1
         if self.pending >= FLUSH_EVERY:

@@ -68,12 +68,27 @@ _M_EVENT = {
     "if": {"properties": {"name": {"const": "thread_name"}}},
     "then": {"required": ["tid"]},
 }
+_C_EVENT = {
+    "type": "object",
+    "required": ["ph", "name", "ts", "pid", "args"],
+    "properties": {
+        "ph": {"const": "C"},
+        "name": {"type": "string"},
+        "ts": {"type": "number", "minimum": 0},
+        "pid": {"type": "integer"},
+        "args": {
+            "type": "object",
+            "minProperties": 1,
+            "additionalProperties": {"type": "number"},
+        },
+    },
+}
 TRACE_SCHEMA = {
     "$schema": "http://json-schema.org/draft-07/schema#",
     "type": "object",
     "required": ["traceEvents"],
     "properties": {
-        "traceEvents": {"type": "array", "items": {"oneOf": [_X_EVENT, _M_EVENT]}},
+        "traceEvents": {"type": "array", "items": {"oneOf": [_X_EVENT, _M_EVENT, _C_EVENT]}},
         "displayTimeUnit": {"enum": ["ms", "ns"]},
     },
 }
@@ -119,6 +134,17 @@ def explicit_errors(doc) -> list[str]:
                 and (_is_int(e.get("tid")) if "tid" in e or e["name"] == "thread_name" else True)
                 and isinstance(args, dict)
                 and isinstance(args.get("name"), str)
+            )
+        elif ph == "C":
+            args = e.get("args")
+            ok = (
+                isinstance(e.get("name"), str)
+                and _is_number(e.get("ts"))
+                and e["ts"] >= 0
+                and _is_int(e.get("pid"))
+                and isinstance(args, dict)
+                and len(args) > 0
+                and all(_is_number(v) for v in args.values())
             )
         else:
             ok = False
@@ -302,6 +328,14 @@ def test_two_workers_trace_is_valid_and_nested(h5, tmp_path):
     assert {e["pid"] for e in batch_spans} == workers
     assert Counter(e["pid"] for e in batch_spans) == {p: BATCHES // 2 for p in workers}
     assert sorted(e["args"]["batch"] for e in batch_spans) == list(range(BATCHES))
+    # The read-ahead queue over time: one counter value per batch, in its worker, at its start.
+    counters = [e for e in events if e["ph"] == "C"]
+    assert len(counters) == BATCHES
+    assert {e["name"] for e in counters} == {"read ahead"}
+    assert {e["pid"] for e in counters} == workers
+    assert all(0 <= e["args"]["read ahead"] <= 2 for e in counters)  # prefetch=2
+    starts = {(e["pid"], e["ts"]) for e in batch_spans}
+    assert {(e["pid"], e["ts"]) for e in counters} == starts
     assert all(e["args"]["rows"] == BATCH for e in batch_spans)
     assert by_name[(True, "wait for read")] == BATCHES
     # The consumer's waits, one per batch, in the main process only.

@@ -347,6 +347,8 @@ def run_batches(
                     item = WithStats(item, meter.token, rec.payload(meter.worker))
                 if trace is not None:
                     trace.span("batch", asked, now(), {"batch": j, "rows": started.rows})
+                    # The read-ahead queue over time: batches already read when one was taken.
+                    trace.counter("read ahead", asked, ready)
                     trace.batch_done()
                 left = now()
             first = False
