@@ -101,10 +101,9 @@ def reader_threads(reader: Any) -> int:
     return int(threads) if isinstance(threads, int) else int(_packread.get_num_threads())
 
 
-def now() -> float:
-    """Seconds of ``CLOCK_MONOTONIC``: the same clock in every process of the machine, and the
-    one trace spans are stamped with."""
-    return time.monotonic_ns() / 1e9
+#: Seconds of ``CLOCK_MONOTONIC``: the same clock in every process of the machine, and the
+#: one trace spans are stamped with (``time.monotonic`` reads it on Linux).
+now = time.monotonic
 
 
 def _percentile(values: np.ndarray, q: float) -> float:
@@ -143,6 +142,8 @@ class Recorder:
         self.outside = 0.0
         self._first_at: float | None = None
         self._last_at: float | None = None
+        #: When this loop's last batch left it (the time outside it counts from there).
+        self._left: float | None = None
         #: CPU seconds this process used while it read (every thread), and at the start.
         self.cpu = 0.0
         self._cpu0 = 0.0
@@ -224,9 +225,46 @@ class Recorder:
 
     # -- the process that reads -----------------------------------------------------------------
 
+    def took(
+        self, asked: float, waited: float, started: Any, ready: int, first: bool, consumer: bool
+    ) -> float:
+        """A dataset's own loop handed out a batch (``started``: its rows and transform time):
+        asked for at ``asked``, read (and transformed) by ``waited``, with ``ready`` batches
+        read ahead; ``consumer``: this loop's caller is the training loop. What
+        :meth:`made_one`, then :meth:`asked` and :meth:`got` record, in one call (this runs
+        once per batch). Returns the time."""
+        t = now()
+        rows, transform = started.rows, started.transform
+        self.read_wait += waited - asked - transform
+        self.transform += transform
+        if self._first_at is None:
+            self.begin()
+        self._last_at = t
+        self.made += 1
+        self.made_samples += rows
+        if self._left is not None:
+            self.outside += asked - self._left
+        self._left = t
+        self.depth[ready] = self.depth.get(ready, 0) + 1
+        if consumer:
+            self.batches += 1
+            self.samples += rows
+            if first or self._prev_got is None:
+                if first:
+                    self.consumer_end()
+                    self._machine0 = machine_cpu()
+                self.firsts.append(t - asked)
+            else:
+                self.waits.append(t - asked)
+                self.span += t - self._prev_got
+                self.steady_samples += rows
+            self._prev_got = t
+        return t
+
     def begin(self) -> None:
         """This process starts reading a dataset's batches (an iteration begins)."""
         self._first_at = self._last_at = now()
+        self._left = None
         self._cpu0 = cpu_seconds()
 
     def made_one(self, rows: int, depth: int | None, outside: float) -> None:

@@ -266,15 +266,18 @@ pub(crate) fn execute(
             }),
         }
     }
-    let one = |t: Task<'_>| {
+    // The reads of each thread's run of tasks are one region ([`stats::Region`]).
+    let one = |reads: &mut stats::Region, t: Task<'_>| {
         let e = &extents[t.extent];
-        run(source, Stage::Read, e, t.start, t.target, faults)
+        run(source, reads, e, t.start, t.target, faults)
             .map_err(|error| failed(source, e, t.extent, error, faults))
     };
+    let region = || stats::Region::new(Stage::Read);
     if tasks.len() <= 1 || crate::batch::pool::is_inline() {
-        tasks.into_iter().try_for_each(one)
+        let mut reads = region();
+        tasks.into_iter().try_for_each(|t| one(&mut reads, t))
     } else {
-        tasks.into_par_iter().try_for_each(one)
+        tasks.into_par_iter().try_for_each_init(region, one)
     }
 }
 
@@ -360,27 +363,32 @@ fn execute_grouped(
     let merged: Vec<usize> = tasks.iter().map(Vec::len).filter(|&n| n > 1).collect();
     stats::count(Event::MergedReads, merged.len() as u64);
     stats::count(Event::MergedExtents, merged.iter().sum::<usize>() as u64);
-    let one = |(group, bytes): (Vec<(usize, Target<'_>)>, Result<bytes::Bytes, Error>)| {
-        let first = &extents[group[0].0];
-        let bytes = bytes.map_err(|error| failed(source, first, group[0].0, error, faults))?;
-        let held = Held {
-            source,
-            file: first.file,
-            start: first.offset,
-            bytes: &bytes,
+    // Reads of a group's bytes, already read, are copies.
+    let one =
+        |copies: &mut stats::Region,
+         (group, bytes): (Vec<(usize, Target<'_>)>, Result<bytes::Bytes, Error>)| {
+            let first = &extents[group[0].0];
+            let bytes = bytes.map_err(|error| failed(source, first, group[0].0, error, faults))?;
+            let held = Held {
+                source,
+                file: first.file,
+                start: first.offset,
+                bytes: &bytes,
+            };
+            for (i, target) in group {
+                let e = &extents[i];
+                run(&held, copies, e, 0, target, faults)
+                    .map_err(|error| failed(source, e, i, error, faults))?;
+            }
+            Ok(())
         };
-        for (i, target) in group {
-            let e = &extents[i];
-            run(&held, Stage::Copy, e, 0, target, faults)
-                .map_err(|error| failed(source, e, i, error, faults))?;
-        }
-        Ok(())
-    };
     let work: Vec<_> = tasks.into_iter().zip(fetched).collect();
+    let region = || stats::Region::new(Stage::Copy);
     if work.len() <= 1 || crate::batch::pool::is_inline() {
-        work.into_iter().try_for_each(one)
+        let mut copies = region();
+        work.into_iter().try_for_each(|w| one(&mut copies, w))
     } else {
-        work.into_par_iter().try_for_each(one)
+        work.into_par_iter().try_for_each_init(region, one)
     }
 }
 
@@ -420,25 +428,23 @@ impl Files for Held<'_> {
     }
 }
 
-/// `source.read_at`, timed as `stage` (reads from a group's bytes already read are copies).
+/// `source.read_at`, counted in `reads`, the region its thread's reads are timed in.
 fn read_at(
     source: &dyn Files,
-    stage: Stage,
+    reads: &mut stats::Region,
     file: u32,
     at: u64,
     buf: &mut [u8],
 ) -> Result<(), Error> {
-    let timer = stats::start();
-    let done = source.read_at(file, at, buf);
-    timer.stop(stage, buf.len());
-    done
+    reads.add(buf.len());
+    source.read_at(file, at, buf)
 }
 
 /// Reads, decodes and places one extent (or part of a raw one), reading through `source`
-/// timed as `reads` ([`read_at`]).
+/// counted in `reads` ([`read_at`]).
 fn run(
     source: &dyn Files,
-    reads: Stage,
+    reads: &mut stats::Region,
     e: &Extent,
     start: usize,
     target: Target<'_>,

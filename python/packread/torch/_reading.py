@@ -267,6 +267,11 @@ def finish_batch(started: Started, sink: Sink, transform: Callable[[Any], Any] |
     return made
 
 
+#: Seconds between two sends of a DataLoader worker's totals with its batches (each costs the
+#: worker tens of microseconds); its first and last batches of an iteration always carry them.
+SEND_EVERY = 0.05
+
+
 def run_batches(
     todo: Iterator[tuple[int, Callable[[], Started]]],
     finish: Callable[[Started], Any],
@@ -308,17 +313,14 @@ def run_batches(
         rec.mark()
         rec.begin()
     first = True
-    left: float | None = None  # when the last batch left this loop
+    sent = 0.0  # when a worker last sent its totals
     try:
         for _ in range(max(prefetch, 1)):
             submit()
         while in_flight:
             if on:
                 asked = now()
-                measure = consumer and not rec.outer
-                if measure:
-                    rec.asked(first)
-                ready = sum(1 for _, s in in_flight if s.done())
+                ready = sum(1 for _, s in in_flight if s.handle.done())
             j, started = in_flight.popleft()
             if j in copying:
                 copying.discard(j)
@@ -327,8 +329,6 @@ def run_batches(
                 item = finish(started)
             if on:
                 waited = now()
-                rec.read_wait += waited - asked - started.transform
-                rec.transform += started.transform
                 if trace is not None:
                     trace.span("wait for read", asked, waited, {"batch": j})
             if prefetch:
@@ -340,17 +340,20 @@ def run_batches(
                 item = device.finish()
             item = deliver(j, item)
             if on:
-                rec.made_one(started.rows, ready, 0.0 if left is None else asked - left)
-                if measure:
-                    rec.got(started.rows, first)
-                if meter.worker is not None:
+                measure = consumer and not rec.outer
+                t = rec.took(asked, waited, started, ready, first, measure)
+                # A worker's totals go with its first batch, its last (nothing is read
+                # ahead of it) and at most every SEND_EVERY seconds between.
+                if meter.worker is not None and (
+                    first or prefetch == 0 or not in_flight or t >= sent + SEND_EVERY
+                ):
                     item = WithStats(item, meter.token, rec.payload(meter.worker))
+                    sent = t
                 if trace is not None:
                     trace.span("batch", asked, now(), {"batch": j, "rows": started.rows})
                     # The read-ahead queue over time: batches already read when one was taken.
                     trace.counter("read ahead", asked, ready)
                     trace.batch_done()
-                left = now()
             first = False
             yield item
             del item
