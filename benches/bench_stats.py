@@ -517,6 +517,64 @@ def markdown(
 # -- main ------------------------------------------------------------------------------------
 
 
+def account(paths: dict[str, Path], fx: dict[str, Fixture], rounds: int) -> list[str]:
+    """What statistics cost per batch, piece by piece, apart from the epochs' noise: the core's
+    counters (``reader.batch`` into one array, on and off alternated in rounds of 200 random
+    batches: the median of the paired ratios), and the Python a dataset's loop runs per batch
+    (``Recorder.took``) and a worker per send (``payload`` and its pickle), by ``timeit``."""
+    import pickle
+    import timeit
+
+    from packread._stats import Recorder, now
+
+    lines = []
+    rng = np.random.default_rng(SEED)
+    for k in ("h5", "tiny"):
+        if k not in paths:
+            continue
+        reader = packread.open(str(paths[k]), **{**fx[k].options, "arrays": "images"})
+        n = len(reader)
+        picks = [np.sort(rng.choice(n, BATCH, replace=False)) for _ in range(200)]
+        out = np.empty((BATCH, *reader.shape), reader.dtype)
+        times: dict[bool, list[float]] = {True: [], False: []}
+        for r in range(rounds * 2):
+            for on in (True, False) if r % 2 else (False, True):
+                set_stats(on)
+                t = time.perf_counter()
+                for idx in picks:
+                    reader.batch(idx, out=out)
+                times[on].append((time.perf_counter() - t) / len(picks))
+        set_stats(True)
+        ratios = [off / on for on, off in zip(times[True], times[False], strict=True)]
+        q = statistics.quantiles(ratios, n=4)
+        lines.append(
+            f"- core counters, `{k}` `reader.batch` of {BATCH}: "
+            f"{1e6 * statistics.median(times[True]):.1f} µs on, "
+            f"{1e6 * statistics.median(times[False]):.1f} µs off a batch; off / on time "
+            f"{statistics.median(ratios):.3f} (IQR {q[0]:.3f}-{q[2]:.3f})"
+        )
+
+    class Started:
+        rows, transform = BATCH, 0.0
+
+    rec = Recorder()
+    rec.begin()
+    t0 = now()
+    calls = 100_000
+    took = timeit.timeit(lambda: rec.took(t0, t0, Started, 2, False, True), number=calls)
+    payload = rec.payload(0)
+    sends = 10_000
+    made = timeit.timeit(lambda: rec.payload(0), number=sends)
+    pickled = timeit.timeit(lambda: pickle.dumps(payload), number=sends)
+    lines.append(
+        f"- a dataset loop's Python per batch (`Recorder.took`, two clock reads): "
+        f"{1e6 * took / calls + 0.1:.2f} µs; a worker's totals (`payload` + pickle, "
+        f"{len(pickle.dumps(payload))} bytes, at most every 50 ms and with its first and last "
+        f"batches): {1e6 * (made + pickled) / sends:.1f} µs a send"
+    )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=None, help="paired rounds (15; 2 with --quick)")
@@ -582,6 +640,7 @@ def main(argv: list[str] | None = None) -> int:
                 if (k, w) == FASTEST:
                     told = verdict(ds)
                 del ds
+        accounted = account(paths, fx, rounds)
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -601,6 +660,8 @@ def main(argv: list[str] | None = None) -> int:
         command,
         args.quick,
     )
+    text += "\n\n**Piece by piece** (the cost apart from the epochs' noise):\n\n"
+    text += "\n".join(accounted)
     print("\n" + "-" * 30 + " for benches/RESULTS.md " + "-" * 30 + "\n")
     print(text)
     if args.json:
@@ -613,6 +674,7 @@ def main(argv: list[str] | None = None) -> int:
             "samples": sizes,
             "stored_mb": stored,
             "rows": results,
+            "accounted": accounted,
             "fastest": fastest,
             "goal": GOAL,
             "verdict": None if told is None else {"text": told[0], **told[1]},
