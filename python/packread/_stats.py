@@ -211,8 +211,11 @@ class Recorder:
             self._call = None
             return
         t = now()
-        wait = t - self._call
+        self._consumed(t, t - self._call, rows, first)
         self._call = None
+
+    def _consumed(self, t: float, wait: float, rows: int, first: bool) -> None:
+        """The consumer got a batch of ``rows`` at ``t`` after waiting ``wait``."""
         self.batches += 1
         self.samples += rows
         if first or self._prev_got is None:
@@ -237,28 +240,13 @@ class Recorder:
         rows, transform = started.rows, started.transform
         self.read_wait += waited - asked - transform
         self.transform += transform
-        if self._first_at is None:
-            self.begin()
-        self._last_at = t
-        self.made += 1
-        self.made_samples += rows
-        if self._left is not None:
-            self.outside += asked - self._left
+        self._made(t, rows, ready, 0.0 if self._left is None else asked - self._left)
         self._left = t
-        self.depth[ready] = self.depth.get(ready, 0) + 1
         if consumer:
-            self.batches += 1
-            self.samples += rows
-            if first or self._prev_got is None:
-                if first:
-                    self.consumer_end()
-                    self._machine0 = machine_cpu()
-                self.firsts.append(t - asked)
-            else:
-                self.waits.append(t - asked)
-                self.span += t - self._prev_got
-                self.steady_samples += rows
-            self._prev_got = t
+            if first:
+                self.consumer_end()
+                self._machine0 = machine_cpu()
+            self._consumed(t, t - asked, rows, first)
         return t
 
     def begin(self) -> None:
@@ -270,9 +258,12 @@ class Recorder:
     def made_one(self, rows: int, depth: int | None, outside: float) -> None:
         """This process made a batch of ``rows`` (``depth``: read-ahead batches already read
         when it was taken; ``outside``: seconds since the previous batch left its loop)."""
+        self._made(now(), rows, depth, outside)
+
+    def _made(self, t: float, rows: int, depth: int | None, outside: float) -> None:
         if self._first_at is None:
             self.begin()
-        self._last_at = now()
+        self._last_at = t
         self.made += 1
         self.made_samples += rows
         self.outside += outside
@@ -341,6 +332,20 @@ class Recorder:
         self.handoffs += 1
 
 
+#: A worker's totals that count up (and so are told since a reset by a difference).
+KEPT_TOTALS = (
+    "batches",
+    "samples",
+    "read_wait",
+    "transform",
+    "handoff",
+    "handoffs",
+    "blocked",
+    "active",
+    "cpu",
+)
+
+
 def _worker_totals(
     workers: Mapping[tuple[int, int], Mapping[str, Any]],
     baselines: Mapping[tuple[int, int], Mapping[str, Any]],
@@ -351,9 +356,7 @@ def _worker_totals(
         base = baselines.get(key)
         reads = np.frombuffer(p["reads"], dtype=np.int64).copy()
         row = {k: p[k] for k in ("worker", "pid", "threads", "cores")}
-        for k in ("batches", "samples", "read_wait", "transform", "handoff", "handoffs"):
-            row[k] = p[k] - (base[k] if base else 0)
-        for k in ("blocked", "active", "cpu"):
+        for k in KEPT_TOTALS:
             row[k] = p[k] - (base[k] if base else 0)
         if base:
             reads -= np.frombuffer(base["reads"], dtype=np.int64)
