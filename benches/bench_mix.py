@@ -73,7 +73,6 @@ the same epoch read uninterrupted.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import math
 import os
@@ -96,7 +95,7 @@ import numpy as np
 import packread
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from environment import missing, versions
+from environment import machine, missing, versions
 
 #: Bumped whenever the files written change, so that old files are not reused.
 LAYOUT = 1
@@ -139,32 +138,6 @@ PACKAGES = [
     ("mosaicml-streaming", "streaming"),
     ("datasets", "datasets"),
 ]
-
-
-def machine() -> dict[str, Any]:
-    """The facts a reader of the numbers needs: CPU, cores, caches, memory, load."""
-    cpu = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        l3 = Path("/sys/devices/system/cpu/cpu0/cache/index3/size").read_text().strip()
-    except OSError:
-        l3 = "?"
-    return {
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "cpu": cpu,
-        "cpu_count": os.cpu_count(),
-        "usable_cpus": len(os.sched_getaffinity(0)),
-        "l3_cache": l3,
-        "mem_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
-        "loadavg": [round(x, 2) for x in os.getloadavg()],
-        "packread_threads": packread.get_num_threads(),
-    }
 
 
 # -- data ------------------------------------------------------------------------------------

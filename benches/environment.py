@@ -1,9 +1,13 @@
-"""What the benchmark scripts (``bench_*.py``) say about the Python environment they ran in:
-whether a peer imports, and the versions of the packages they compare."""
+"""What the benchmark scripts (``bench_*.py``) say about where they ran: whether a peer
+imports, the versions of the packages they compare, and the machine."""
 
 from __future__ import annotations
 
+import datetime
+import os
 from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
 
 
 def missing(module: str) -> str | None:
@@ -25,3 +29,31 @@ def versions(packages: Iterable[tuple[str, str]]) -> dict[str, str]:
         except Exception:
             out[name] = "not installed"
     return out
+
+
+def machine() -> dict[str, Any]:
+    """The facts a reader of the numbers needs: CPU, cores, caches, memory, load."""
+    import packread
+
+    cpu = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        l3 = Path("/sys/devices/system/cpu/cpu0/cache/index3/size").read_text().strip()
+    except OSError:
+        l3 = "?"
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "usable_cpus": len(os.sched_getaffinity(0)),
+        "l3_cache": l3,
+        "mem_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        "loadavg": [round(x, 2) for x in os.getloadavg()],
+        "packread_threads": packread.get_num_threads(),
+    }

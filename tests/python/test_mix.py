@@ -30,6 +30,7 @@ from packread.errors import InvalidArgumentError, PackreadError, PackreadTypeErr
 from packread.torch import MixDataset, PackDataset, SourceBatch, SourceRead
 from support.torchdata import (
     StatefulDataLoader,
+    join_gloo,
     needs_stateful_dataloader,
     report_rank,
     run_gloo_ranks,
@@ -651,14 +652,7 @@ def gloo_rank(rank: int, world: int, port: int, files: dict, out_dir: str) -> No
     with two workers, then resumes it at its middle in a fresh dataset."""
     import torch.distributed as dist
 
-    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    dist.init_process_group(
-        "gloo",
-        init_method="file://" + os.path.join(out_dir, "rendezvous"),
-        rank=rank,
-        world_size=world,
-    )
+    join_gloo(out_dir, rank, world)
     try:
         ds = MixDataset(gloo_sources(files), WEIGHTS, seed=31)
         full = read_tags(DataLoader(ds, batch_size=None, num_workers=2))

@@ -24,7 +24,7 @@ from torch.utils.data import DataLoader
 from packread.cli import main
 from packread.errors import InvalidArgumentError
 from packread.torch import MixDataset, PackDataset, PackMapDataset, headspace, replay
-from support.torchdata import report_rank, run_gloo_ranks
+from support.torchdata import join_gloo, report_rank, run_gloo_ranks
 
 #: Samples, samples per batch: 20 batches per epoch.
 SAMPLES, BATCH = 80, 4
@@ -237,14 +237,7 @@ def slowed_rank(rank: int, world: int, port: int, path: str, out_dir: str) -> No
     longer. Reports every rank's statistics as this rank gathered them."""
     import torch.distributed as dist
 
-    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    dist.init_process_group(
-        "gloo",
-        init_method="file://" + os.path.join(out_dir, "rendezvous"),
-        rank=rank,
-        world_size=world,
-    )
+    join_gloo(out_dir, rank, world)
     try:
         if rank == 1:
             ds = PackDataset(path, BATCH, prefetch=0, transform=sleep_5ms)

@@ -310,14 +310,11 @@ def _convert(args: argparse.Namespace) -> int:
         codec=args.codec,
         samples_per_chunk=args.samples_per_chunk,
         shuffle=args.shuffle,
-        arrays=args.arrays,
-        members=args.members,
-        dtype=args.dtype,
-        shape=tuple(args.shape) if args.shape else None,
         name=args.name,
         force=args.force,
         resume=args.resume,
         memory_bytes=args.memory << 20,
+        **_source_options(args),
         verify=args.verify,
         progress=not args.quiet,
     )
@@ -345,6 +342,17 @@ def _convert(args: argparse.Namespace) -> int:
         if args.verify:
             print("verified: every sample of DST equals SOURCE")
     return 0
+
+
+def _source_options(args: argparse.Namespace) -> dict[str, Any]:
+    """What SOURCE holds, as ``convert``, ``bench`` and ``--headspace`` take it: the arrays,
+    the members, and raw members' dtype and shape."""
+    return {
+        "arrays": args.arrays,
+        "members": args.members,
+        "dtype": args.dtype,
+        "shape": tuple(args.shape) if args.shape else None,
+    }
 
 
 def _step(args: argparse.Namespace) -> Any:
@@ -376,11 +384,8 @@ def _headspace(args: argparse.Namespace) -> int:
         steps=args.batches,
         seed=args.seed,
         num_threads=args.num_threads,
-        arrays=args.arrays,
-        members=args.members,
-        dtype=args.dtype,
-        shape=tuple(args.shape) if args.shape else None,
         log=None,
+        **_source_options(args),
     )
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -412,10 +417,7 @@ def _bench(args: argparse.Namespace) -> int:
         num_threads=args.num_threads,
         seed=args.seed,
         log=(lambda m: None) if args.json else (lambda m: print(m, file=sys.stderr)),
-        arrays=args.arrays,
-        members=args.members,
-        dtype=args.dtype,
-        shape=tuple(args.shape) if args.shape else None,
+        **_source_options(args),
     )
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))

@@ -85,6 +85,21 @@ def read_epochs(loader: Any, epochs: int, world: int) -> list[dict]:
     return out
 
 
+def join_gloo(out_dir: str, rank: int, world: int) -> None:
+    """Joins this process, as ``rank``, to a gloo group of ``world`` ranks over loopback only,
+    meeting in a file in ``out_dir``."""
+    import torch.distributed as dist
+
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    dist.init_process_group(
+        "gloo",
+        init_method="file://" + os.path.join(out_dir, "rendezvous"),
+        rank=rank,
+        world_size=world,
+    )
+
+
 def report_rank(out_dir: str, rank: int, result: dict) -> None:
     """Writes one rank's ``result`` where :func:`run_gloo_ranks` reads it, then waits for the
     other ranks (none leaves the group before every one has written)."""
