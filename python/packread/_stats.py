@@ -548,7 +548,7 @@ def _rate(n: float, seconds: float) -> float:
     return n / seconds if seconds > 0 else 0.0
 
 
-def snapshot(rec: Recorder, threads: int | None = None) -> LoaderStats:
+def snapshot(rec: Recorder) -> LoaderStats:
     """The statistics ``rec`` holds now, with its workers'."""
     rec.settle()
     waits = np.frombuffer(rec.waits, dtype=np.float64) if len(rec.waits) else np.zeros(0)
@@ -572,7 +572,7 @@ def snapshot(rec: Recorder, threads: int | None = None) -> LoaderStats:
         reading = max((w["active"] for w in workers), default=0.0)
         threads = max(w["threads"] for w in workers)
     else:
-        threads = rec.threads if threads is None else threads
+        threads = rec.threads
         capacity = threads * rec.active_now()
         cpu, reading = rec.cpu_now(), rec.active_now()
     machine = rec.machine_now()

@@ -148,24 +148,22 @@ class Tracer:
         if os.getpid() != self.pid:
             return
         with contextlib.suppress(OSError):
-            if _is_worker():
+            if _worker() is not None:
                 self.flush()
             else:
                 self.merge()
 
 
-def _is_worker() -> bool:
+def _worker() -> int | None:
+    """This process's DataLoader worker id (``None``: not a worker, or no torch)."""
     try:
         from torch.utils.data import get_worker_info
     except ImportError:
-        return False
-    return get_worker_info() is not None
+        return None
+    info = get_worker_info()
+    return None if info is None else int(info.id)
 
 
 def _process_name() -> str:
-    try:
-        from torch.utils.data import get_worker_info
-    except ImportError:
-        return "main"
-    info = get_worker_info()
-    return "main" if info is None else f"worker {info.id}"
+    worker = _worker()
+    return "main" if worker is None else f"worker {worker}"
