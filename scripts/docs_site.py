@@ -32,6 +32,10 @@ GUIDES = ["README.md", "CHANGELOG.md", "benches/RESULTS.md"]
 REFERENCE = {
     "reference/packread.md": ("packread", ["packread"]),
     "reference/packread.torch.md": ("packread.torch", ["packread.torch"]),
+    "reference/packread.ray.md": (
+        "packread.ray and packread.dask",
+        ["packread.ray", "packread.dask"],
+    ),
     "reference/packread.cli.md": (
         "packread.cli",
         [

@@ -41,7 +41,8 @@ def from_reader(
     >>> x = packread.dask.from_reader(packread.HDF5Reader("train.h5"), "images")
     >>> x.shape, x.chunks[0]
     ((64, 3, 32, 32), (64,))
-    >>> float(x.mean().compute()) == float(packread.HDF5Reader("train.h5", "images")[:64].mean())
+    >>> images = packread.HDF5Reader("train.h5", "images").batch(range(64))
+    >>> float(x.mean().compute()) == float(images.mean())
     True
     """
     if not isinstance(reader, ArrayReader):

@@ -113,7 +113,7 @@ class PackreadDatasource(Datasource):
 
     >>> source = packread.ray.PackreadDatasource("train.h5")
     >>> source.estimate_inmemory_data_size(), source.columns
-    (198912, ['images', 'labels'])
+    (197120, ['images', 'labels'])
     """
 
     def __init__(

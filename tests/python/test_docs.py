@@ -42,6 +42,8 @@ MODULES = [
     "packread._clip",
     "packread._open",
     "packread._stats",
+    "packread.ray",
+    "packread.dask",
     "packread.errors",
     "packread.torch",
     "packread.cli",

@@ -61,6 +61,8 @@ PUBLIC = [
     "packread.torch.PackDataset",
     "packread.torch.PackMapDataset",
     "packread.torch.MixDataset",
+    "packread.ray.read",
+    "packread.dask.from_reader",
 ]
 
 
@@ -96,7 +98,7 @@ def allowed_keywords(name: str, func: Callable[..., Any]) -> set[str]:
     """The keyword arguments a call to ``func`` may pass: its own parameters, and for the
     dispatcher and the datasets (whose ``**options`` go to a reader) the readers' too."""
     own = set(named(func))
-    if name in ("open", "PackDataset", "PackMapDataset"):
+    if name in ("open", "PackDataset", "PackMapDataset", "read"):
         own |= reader_options()
     return own
 
