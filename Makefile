@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 export VIRTUAL_ENV := $(VENV_ABS)
 export PATH := $(VENV_ABS)/bin:$(PATH)
 
-.PHONY: all demo test rust-test py-test py-test-slow lint bench bench-images bench-loaders bench-shards bench-remote bench-mix bench-stats bench-jpeg bench-peers bench-wheel bench-builds develop lock clean \
+.PHONY: all demo test rust-test py-test py-test-slow lint bench bench-images bench-loaders bench-shards bench-remote bench-mix bench-stats bench-ray bench-jpeg bench-peers bench-wheel bench-builds develop lock clean \
 	wheel wheel-test sdist-test compat-test docs \
 	fuzz fuzz-build fuzz-long fuzz-seeds fuzz-tools fuzz-files fuzz-files-long miri
 
@@ -169,6 +169,13 @@ bench-mix: develop bench-peers
 # on against packread.set_stats(False), alternated round by round, 0 and 2 workers.
 bench-stats: develop
 	$(PY) benches/bench_stats.py --rounds 15 --json .bench/stats.json
+
+# packread.ray against Ray Data's image reader and an h5py Datasource on a local 2-CPU Ray
+# cluster, and packread.dask against da.from_array(h5py) (benches/bench_ray.py): by each read's
+# default read tasks, then the same tasks on both sides.
+bench-ray: develop
+	$(PY) benches/bench_ray.py --rounds 5 --json .bench/ray.json
+	$(PY) benches/bench_ray.py --only jpeg --only hdf5 --rounds 5 --blocks 4 --json .bench/ray-blocks4.json
 
 # The encoded-image benchmarks alone (benches/test_bench_images.py); PACKREAD_BENCH_IMAGES=200
 # shrinks the workload (default 2,000 JPEGs).

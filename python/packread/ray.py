@@ -54,7 +54,7 @@ from ._reader import ArrayInfo, ArrayReader
 from ._segments import Segment, balance, cut, rows_for
 from .errors import DecodeError, InvalidArgumentError, MissingKeyError, PackreadTypeError
 
-__all__ = ["PackreadDatasource", "read"]
+__all__ = ["TASKS_PER_CPU", "PackreadDatasource", "default_tasks", "read"]
 
 #: Rows read on the driver to measure what a row of variable-size arrays decodes to.
 SAMPLE_ROWS = 16
@@ -80,8 +80,8 @@ def read(
     packread reader. ``columns`` names the arrays to read (default: all). ``shuffle`` draws
     the segments' order from ``(seed, epoch)``, the next epoch's at each execution.
     ``rows_per_block`` bounds a block's rows (default: what fits Ray's
-    ``target_max_block_size``); ``override_num_blocks``, ``concurrency`` and
-    ``ray_remote_args`` are Ray's read options.
+    ``target_max_block_size``); ``override_num_blocks`` is the read tasks asked for (default:
+    :func:`default_tasks`); ``concurrency`` and ``ray_remote_args`` are Ray's read options.
 
     >>> ds = packread.ray.read("train.h5")  # doctest: +SKIP
     >>> ds.select_columns(["labels"]).take(2)  # doctest: +SKIP
@@ -99,12 +99,32 @@ def read(
     extra: dict[str, Any] = {}
     if concurrency is not None:
         extra["concurrency"] = concurrency
+    if override_num_blocks is None:
+        override_num_blocks = default_tasks(datasource)
     return ray.data.read_datasource(
         datasource,
         override_num_blocks=override_num_blocks,
         ray_remote_args=ray_remote_args,
         **extra,
     )
+
+
+#: Read tasks asked for by default, per CPU of the cluster.
+TASKS_PER_CPU = 2
+
+
+def default_tasks(datasource: PackreadDatasource) -> int | None:
+    """The read tasks :func:`read` asks for when not told: ``TASKS_PER_CPU`` per CPU of the
+    cluster, and at least enough that no task's rows exceed Ray's target block size (Ray's
+    own default, at least 200 tasks, makes tasks of a few rows on a small cluster, and Ray's
+    cost per task then outweighs the decoding: measured in benches/RESULTS.md). ``None``
+    (Ray decides) before Ray is started."""
+    if not ray.is_initialized():
+        return None
+    cpus = int(ray.cluster_resources().get("CPU", 1))
+    target = int(ray.data.DataContext.get_current().target_max_block_size or 128 << 20)
+    by_size = -(-datasource.estimate_inmemory_data_size() // target)
+    return max(1, TASKS_PER_CPU * cpus, by_size)
 
 
 class PackreadDatasource(Datasource):
@@ -218,8 +238,9 @@ class PackreadDatasource(Datasource):
         target = int(context.target_max_block_size or 128 << 20)
         rows = self._rows_per_block or rows_for(row_bytes, target, self._rows_per_chunk)
         parallelism = max(1, int(parallelism))
-        # Enough segments for every task Ray asks for, none larger than a block.
-        rows = min(rows, -(-self._num_rows // parallelism))
+        # At least a segment for every task Ray asks for (fewer tasks, and Ray would split
+        # their blocks), none larger than a block.
+        rows = min(rows, max(1, self._num_rows // parallelism))
         segments = cut(self._lengths, self._rows_per_chunk, rows)
         if self._shuffle:
             order = _packread.epoch_order(len(segments), self._seed, epoch, 1, 1)

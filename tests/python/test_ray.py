@@ -496,3 +496,18 @@ def test_a_task_killed_mid_read_is_retried_and_the_result_exact(cluster, tmp_pat
     assert killed, "no read task was seen running"
     assert got.shape == data.shape
     assert np.array_equal(got, data)
+
+
+def test_default_tasks_are_two_per_cpu_or_what_the_block_size_needs(cluster, ids_h5):
+    source = packread.ray.PackreadDatasource(ids_h5)
+    assert packread.ray.default_tasks(source) == 2 * 2  # the cluster's 2 CPUs
+    ctx = ray.data.DataContext.get_current()
+    old = ctx.target_max_block_size
+    ctx.target_max_block_size = source.estimate_inmemory_data_size() // 9
+    try:
+        assert packread.ray.default_tasks(source) == 10
+    finally:
+        ctx.target_max_block_size = old
+    ds = packread.ray.read(ids_h5)
+    assert [int(v) for v in _rows(ds)["ids"]] == list(range(1000))
+    assert "4 tasks executed" in ds.stats()
