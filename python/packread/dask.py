@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+import uuid
 from typing import Any
 
 import numpy as np
@@ -92,7 +93,12 @@ class _Rows:
         self.dtype = info.dtype
         self.shape = (len(reader), *info.shape)
         self.ndim = len(self.shape)
-        raw = pickle.dumps((reader, name), protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            raw = pickle.dumps((reader, name), protocol=pickle.HIGHEST_PROTOCOL)
+        except (TypeError, AttributeError, pickle.PicklingError):
+            # A source that does not pickle (an open file): an array of its own, which the
+            # threaded scheduler computes (other schedulers say the reader does not pickle).
+            raw = uuid.uuid4().bytes
         self.token = hashlib.sha1(raw).hexdigest()
 
     def __dask_tokenize__(self) -> str:

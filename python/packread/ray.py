@@ -188,7 +188,13 @@ class PackreadDatasource(Datasource):
         self._shard_paths = [os.fspath(s.path) for s in shards]
         self._row_bytes = _row_bytes(reader, self._infos)
         self._schema = _schema(reader, self._infos)
-        self._payload = pickle.dumps(reader, protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            self._payload = pickle.dumps(reader, protocol=pickle.HIGHEST_PROTOCOL)
+        except (TypeError, AttributeError, pickle.PicklingError) as e:
+            raise PackreadTypeError(
+                f"packread.ray: read tasks run in other processes, and this source does not "
+                f"pickle ({e}): pass a path, a URL, bytes or a BytesIO"
+            ) from None
         self._key = hashlib.sha1(self._payload).hexdigest()
         self._index = _index_entries(reader)
         self._payload_ref: Any = None

@@ -121,3 +121,10 @@ def test_what_a_dask_array_cannot_hold_is_refused(data):
     with pytest.raises(PackreadTypeError):
         packread.dask.from_reader(path, "x")  # type: ignore[arg-type]
     assert isinstance(packread.dask.from_reader(packread.HDF5Reader(path, "x")), da.Array)
+
+
+def test_an_open_file_computes_on_the_threaded_scheduler(data):
+    path, _, x, _ = data
+    with open(path, "rb") as f:
+        ax = packread.dask.from_reader(packread.HDF5Reader(f, "x"))
+        assert np.array_equal(ax[::3].compute(scheduler="threads"), x[::3])

@@ -7,6 +7,7 @@ carried by the tasks; a task killed mid-read is retried and the result is still 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -31,7 +32,7 @@ import packread
 import packread.ray
 from packread import _stats
 from packread._segments import balance, cut
-from packread.errors import InvalidArgumentError, MissingKeyError
+from packread.errors import InvalidArgumentError, MissingKeyError, PackreadTypeError
 from support.formats import CASE_NAMES, Case
 from support.objstore import s3_fixture  # noqa: F401  (the module's moto server)
 
@@ -511,3 +512,16 @@ def test_default_tasks_are_two_per_cpu_or_what_the_block_size_needs(cluster, ids
     ds = packread.ray.read(ids_h5)
     assert [int(v) for v in _rows(ds)["ids"]] == list(range(1000))
     assert "4 tasks executed" in ds.stats()
+
+
+def test_a_source_that_does_not_pickle_is_refused_and_bytes_io_travels(cluster, cases):
+    path = cases["h5"].source
+    with open(path, "rb") as f, pytest.raises(PackreadTypeError, match="does not pickle"):
+        packread.ray.PackreadDatasource(f)
+    with open(path, "rb") as f:
+        data = io.BytesIO(f.read())
+    h5 = cases["h5"]
+    _check_equal(
+        _rows(packread.ray.read(data, arrays=h5.datasets)),
+        _expected(h5.open(), range(len(h5.open()))),
+    )
