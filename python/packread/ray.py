@@ -260,7 +260,7 @@ class PackreadDatasource(Datasource):
             meta = BlockMetadata(
                 num_rows=count,
                 size_bytes=int(count * sum(self._row_bytes[n] for n in names)),
-                input_files=self._files_of(group),
+                input_files=tuple(self._files_of(group)),
                 exec_stats=None,
             )
             job = _Job(

@@ -426,6 +426,16 @@ def test_s3_read_equals_the_local_one_and_tasks_carry_the_index(cluster, s3, cas
         _rows(packread.ray.read(shards, arrays=sh.datasets, remote=remote)),
         _rows(packread.ray.read(sh.source, arrays=sh.datasets)),
     )
+    sharded = packread.ray.PackreadDatasource(shards, arrays=sh.datasets, remote=remote)
+    assert len(sharded._index) == len(shards)  # every shard's entry travels
+    # Images in object storage, decoded in the tasks.
+    img = cases["img_zip"]
+    img_url = s3.put(bucket, "images.zip", img.source)
+    decode = packread.ImageDecode(12, crop="random")
+    _check_equal(
+        _rows(packread.ray.read(img_url, decode=decode, remote=remote)),
+        _expected(packread.open(img.source, decode=decode), range(len(img.open()))),
+    )
 
     # The tasks carry what opening the object read: on a node whose cache has no entry
     # (removed here), a task's open replays it and asks the server for data only.
