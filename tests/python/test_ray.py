@@ -43,6 +43,7 @@ def cluster(tmp_path_factory):
     temp = tempfile.mkdtemp(prefix="prray", dir="/tmp")  # short: Ray's socket paths
     spill = tmp_path_factory.mktemp("spill")
     ray.init(
+        address="local",  # a cluster of its own, never one another process left
         num_cpus=2,
         _node_ip_address="127.0.0.1",
         include_dashboard=False,
