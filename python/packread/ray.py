@@ -251,8 +251,10 @@ class PackreadDatasource(Datasource):
         if self._shuffle:
             order = _packread.epoch_order(len(segments), self._seed, epoch, 1, 1)
             segments = [segments[int(k)] for k in order]
-        if self._payload_ref is None:
-            self._payload_ref = ray.put(self._payload)
+        # Put once per Ray session (an object of a session shut down is gone).
+        session = ray.get_runtime_context().get_job_id()
+        if self._payload_ref is None or self._payload_ref[0] != session:
+            self._payload_ref = (session, ray.put(self._payload))
         schema = pa.schema([self._schema.field(n) for n in names])
         tasks = []
         for group in balance(segments, parallelism):
@@ -264,7 +266,7 @@ class PackreadDatasource(Datasource):
                 exec_stats=None,
             )
             job = _Job(
-                self._key, self._payload_ref, self._index, group, names, epoch, per_task_row_limit
+                self._key, self._payload_ref[1], self._index, group, names, epoch, per_task_row_limit
             )
             tasks.append(ReadTask(job, meta, schema=schema, per_task_row_limit=per_task_row_limit))
         return tasks

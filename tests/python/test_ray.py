@@ -536,3 +536,14 @@ def test_a_source_that_does_not_pickle_is_refused_and_bytes_io_travels(cluster, 
         _rows(packread.ray.read(data, arrays=h5.datasets)),
         _expected(h5.open(), range(len(h5.open()))),
     )
+
+
+def test_a_dataset_outlives_a_restarted_session(cluster, ids_h5):
+    """The reader is put in the object store once a session: a new session puts it again."""
+    source = packread.ray.PackreadDatasource(ids_h5)
+    source.get_read_tasks(2)
+    first = source._payload_ref
+    source._payload_ref = ("a session shut down", first[1])
+    (task,) = source.get_read_tasks(1)
+    assert source._payload_ref[0] == first[0]
+    assert sum(b.num_rows for b in task()) == 1000
