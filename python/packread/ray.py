@@ -266,7 +266,13 @@ class PackreadDatasource(Datasource):
                 exec_stats=None,
             )
             job = _Job(
-                self._key, self._payload_ref[1], self._index, group, names, epoch, per_task_row_limit
+                self._key,
+                self._payload_ref[1],
+                self._index,
+                group,
+                names,
+                epoch,
+                per_task_row_limit,
             )
             tasks.append(ReadTask(job, meta, schema=schema, per_task_row_limit=per_task_row_limit))
         return tasks
