@@ -95,7 +95,7 @@ import numpy as np
 import packread
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from environment import machine, missing, versions
+from environment import machine, missing, versions, write_json
 
 #: Bumped whenever the files written change, so that old files are not reused.
 LAYOUT = 1
@@ -930,8 +930,7 @@ def main(argv: list[str] | None = None) -> int:
             "skipped": data.skipped,
             "command": command,
         }
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(out, indent=1, default=float))
+        write_json(args.json, out)
     return 0
 
 

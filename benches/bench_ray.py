@@ -101,7 +101,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from environment import machine, missing, versions
+from environment import machine, missing, versions, write_json
 
 # Ray reads this when it is imported (every import of ray here is later, in functions).
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
@@ -891,8 +891,7 @@ def main(argv: list[str] | None = None) -> int:
             "limits": limits,
             "command": command,
         }
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(out, indent=1, default=float))
+        write_json(args.json, out)
     return 0
 
 

@@ -73,7 +73,7 @@ import numpy as np
 import packread
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from environment import machine, missing, versions
+from environment import machine, missing, versions, write_json
 
 #: Bumped whenever the files written change, so that old files in ``--data`` are not reused.
 LAYOUT = 1
@@ -653,8 +653,7 @@ def main(argv: list[str] | None = None) -> int:
             "verdict": None if told is None else {"text": told[0], **told[1]},
             "command": command,
         }
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(out, indent=1, default=float))
+        write_json(args.json, out)
     return 0
 
 

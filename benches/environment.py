@@ -57,3 +57,11 @@ def machine() -> dict[str, Any]:
         "loadavg": [round(x, 2) for x in os.getloadavg()],
         "packread_threads": packread.get_num_threads(),
     }
+
+
+def write_json(path: str | os.PathLike[str], out: dict[str, Any]) -> None:
+    """A benchmark's results as JSON at ``path`` (its folder made; numpy floats as floats)."""
+    import json
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(out, indent=1, default=float))
