@@ -48,6 +48,7 @@ except ImportError as e:  # pragma: no cover - said to whoever imports it withou
     ) from e
 
 from . import _packread, _remote
+from ._epoch import check_int
 from ._open import open as open_reader
 from ._options import Remote
 from ._reader import ArrayInfo, ArrayReader
@@ -149,19 +150,9 @@ class PackreadDatasource(Datasource):
     ) -> None:
         super().__init__()
         self._projection_map: dict[str, str] | None = None
-        for name, value, low in (("seed", seed, 0), ("epoch", epoch, 0)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                raise PackreadTypeError(f"{name} must be an int, not {type(value).__name__}")
-            if value < low:
-                raise InvalidArgumentError(f"{name} must be >= {low}, not {value}")
-        if rows_per_block is not None and (
-            isinstance(rows_per_block, bool)
-            or not isinstance(rows_per_block, (int, np.integer))
-            or rows_per_block < 1
-        ):
-            raise InvalidArgumentError(
-                f"rows_per_block must be an int >= 1, not {rows_per_block!r}"
-            )
+        seed, epoch = check_int("seed", seed, 0), check_int("epoch", epoch, 0)
+        if rows_per_block is not None:
+            rows_per_block = check_int("rows_per_block", rows_per_block, 1)
         reader = open_reader(source, **options)
         ours = reader is not source  # a reader given is the caller's: left open
         if not isinstance(reader, ArrayReader):
