@@ -1,6 +1,7 @@
 # Type stubs for the compiled extension; checked against it by `mypy.stubtest` in `make lint`.
 import os
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, final
 
 import numpy as np
@@ -36,6 +37,7 @@ __all__ = [
     "epoch_order",
     "get_num_threads",
     "image_info",
+    "index_entry_path",
     "is_url",
     "keyed_groups",
     "load_npy_file",
@@ -177,6 +179,9 @@ def open_npy_rows(arrays: list[tuple[str, _Source]], options: _Options) -> Reade
 def remote_glob(pattern: str, options: list[tuple[str, str]]) -> list[str]: ...
 def is_url(s: str) -> bool: ...
 def release_runtime() -> None: ...
+def index_entry_path(
+    dir: str | os.PathLike[str], url: str, size: int, etag: str | None, modified: int | None
+) -> Path: ...
 
 @final
 class RemoteObject:

@@ -177,17 +177,20 @@ class PackreadDatasource(Datasource):
         shards = reader.shards
         self._lengths = [len(s.range) for s in shards]
         self._shard_paths = [os.fspath(s.path) for s in shards]
-        self._row_bytes = _row_bytes(reader, self._infos)
-        self._schema = _schema(reader, self._infos)
+        first = _first_rows(reader, self._infos)
+        self._schema = first.schema
+        self._row_bytes = _row_bytes(self._infos, first)
         try:
-            self._payload = pickle.dumps(reader, protocol=pickle.HIGHEST_PROTOCOL)
+            pickled = pickle.dumps(reader, protocol=pickle.HIGHEST_PROTOCOL)
         except (TypeError, AttributeError, pickle.PicklingError) as e:
             raise PackreadTypeError(
                 f"packread.ray: read tasks run in other processes, and this source does not "
                 f"pickle ({e}): pass a path, a URL, bytes or a BytesIO"
             ) from None
-        self._key = hashlib.sha1(self._payload).hexdigest()
-        self._index = _index_entries(reader)
+        self._key = hashlib.sha1(pickled).hexdigest()
+        # What every task needs, put once in the object store: the reader, and the index cache
+        # entries of its objects in object storage.
+        self._payload = pickle.dumps((pickled, _index_entries(reader)))
         self._payload_ref: Any = None
         self._name = type(reader).__name__
         if ours:
@@ -256,15 +259,7 @@ class PackreadDatasource(Datasource):
                 input_files=tuple(self._files_of(group)),
                 exec_stats=None,
             )
-            job = _Job(
-                self._key,
-                self._payload_ref[1],
-                self._index,
-                group,
-                names,
-                epoch,
-                per_task_row_limit,
-            )
+            job = _Job(self._key, self._payload_ref[1], group, names, epoch, per_task_row_limit)
             tasks.append(ReadTask(job, meta, schema=schema, per_task_row_limit=per_task_row_limit))
         return tasks
 
@@ -296,34 +291,24 @@ def _names(columns: str | Sequence[str]) -> list[str]:
     return names
 
 
-def _sample(reader: ArrayReader, names: list[str]) -> dict[str, Any]:
-    """The first rows, read as a read task reads them."""
-    return _read_rows(reader, 0, min(len(reader), SAMPLE_ROWS), names, 0)
+def _first_rows(reader: ArrayReader, infos: dict[str, ArrayInfo]) -> pa.Table:
+    """A block of the first rows (up to ``SAMPLE_ROWS``), read as a read task reads them: the
+    blocks' schema, and what a row of variable size decodes to."""
+    if not len(reader):
+        return pa.table({n: pa.array([], pa.null()) for n in infos})
+    return _block(_read_rows(reader, 0, min(len(reader), SAMPLE_ROWS), list(infos), 0), infos)
 
 
-def _row_bytes(reader: ArrayReader, infos: dict[str, ArrayInfo]) -> dict[str, int]:
+def _row_bytes(infos: dict[str, ArrayInfo], first: pa.Table) -> dict[str, int]:
     """What one row of each array decodes to: exact for fixed-size arrays, measured on the
-    first rows for the others."""
+    ``first`` rows for the others."""
     out = {}
-    ragged = {n: i for n, i in infos.items() if i.ragged is not None}
-    sample = _block(_sample(reader, list(ragged)), ragged) if ragged and len(reader) else None
     for n, info in infos.items():
         if info.ragged is None:
             out[n] = int(np.prod(info.shape, dtype=np.int64)) * info.dtype.itemsize
-        elif sample is not None:
-            out[n] = max(1, sample.column(n).nbytes // max(1, sample.num_rows))
         else:
-            out[n] = 1
+            out[n] = max(1, first.column(n).nbytes // max(1, first.num_rows))
     return out
-
-
-def _schema(reader: ArrayReader, infos: dict[str, ArrayInfo]) -> pa.Schema:
-    """The blocks' Arrow schema, from a block of the first rows."""
-    names = list(infos)
-    if not len(reader):
-        return pa.schema([(n, pa.null()) for n in names])
-    rows = _read_rows(reader, 0, 1, names, 0)
-    return _block(rows, infos).schema
 
 
 def _index_entries(reader: ArrayReader) -> list[tuple[str, str, bytes]]:
@@ -353,27 +338,13 @@ def _index_entries(reader: ArrayReader) -> list[tuple[str, str, bytes]]:
     for url, (size, etag, modified), folder in objects:
         if folder is None or (etag is None and modified is None):
             continue
-        name = f"{_fnv1a(_cache_key(url, size, etag, modified)):016x}.pridx"
+        path = _packread.index_entry_path(folder, url, size, etag, modified)
         try:
-            with open(os.path.join(folder, "index", name), "rb") as f:
-                out.append((os.fspath(folder), name, f.read()))
+            with open(path, "rb") as f:
+                out.append((os.fspath(folder), path.name, f.read()))
         except OSError:
             continue  # not written (a cache turned off, a folder not writable)
     return out
-
-
-def _cache_key(url: str, size: int, etag: str | None, modified: int | None) -> bytes:
-    """The key the core keeps an object's cache entries under (``ObjectStamp::cache_key``)."""
-    mod = "-" if modified is None else str(modified)
-    return f"{url}\n{size}\n{etag or '-'}\n{mod}\n".encode()
-
-
-def _fnv1a(data: bytes) -> int:
-    """FNV-1a, 64 bits: the core's name for a cache entry's file."""
-    h = 0xCBF29CE484222325
-    for byte in data:
-        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return h
 
 
 # --------------------------------------------------------------------------------------------
@@ -389,17 +360,16 @@ class _Job:
         self,
         key: str,
         payload: Any,
-        index: list[tuple[str, str, bytes]],
         segments: list[Segment],
         names: list[str],
         epoch: int,
         limit: int | None = None,
     ) -> None:
-        self.key, self.payload, self.index = key, payload, index
+        self.key, self.payload = key, payload
         self.segments, self.names, self.epoch, self.limit = segments, names, epoch, limit
 
     def __call__(self) -> Iterator[pa.Table]:
-        reader = _opened(self.key, self.payload, self.index)
+        reader = _opened(self.key, self.payload)
         infos = {n: reader._arrays[n] for n in self.names}
         left = self.limit
         for a, b in self.segments:
@@ -417,16 +387,19 @@ _OPENED_LOCK = threading.Lock()
 _KEEP_OPEN = 4
 
 
-def _opened(key: str, payload: Any, index: list[tuple[str, str, bytes]]) -> ArrayReader:
+def _opened(key: str, payload: Any) -> ArrayReader:
+    """The reader of ``payload`` (an object reference, or its bytes), opened once in this
+    process: its objects' index entries put in place first."""
     with _OPENED_LOCK:
         reader = _OPENED.get(key)
         if reader is not None:
             _OPENED.move_to_end(key)
             return reader
+    raw = ray.get(payload) if isinstance(payload, ray.ObjectRef) else payload
+    pickled, index = pickle.loads(raw)
     for folder, name, data in index:
         _put_entry(folder, name, data)
-    raw = ray.get(payload) if isinstance(payload, ray.ObjectRef) else payload
-    reader = pickle.loads(raw)
+    reader = pickle.loads(pickled)
     with _OPENED_LOCK:
         _OPENED[key] = reader
         while len(_OPENED) > _KEEP_OPEN:

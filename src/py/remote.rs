@@ -15,6 +15,7 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(remote_glob, m)?)?;
     m.add_function(wrap_pyfunction!(is_url, m)?)?;
     m.add_function(wrap_pyfunction!(release_runtime, m)?)?;
+    m.add_function(wrap_pyfunction!(index_entry_path, m)?)?;
     Ok(())
 }
 
@@ -226,6 +227,30 @@ fn remote_glob(
 #[pyfunction]
 fn is_url(s: &str) -> bool {
     crate::remote::is_url(s)
+}
+
+/// Where the index cache under `dir` keeps the entry of the object at `url` of `size` bytes,
+/// ETag `etag` and Last-Modified time `modified`: what opening it read (headers, directories,
+/// chunk indexes). `packread.ray` ships these files to read tasks on other nodes.
+///
+/// >>> from packread._packread import index_entry_path
+/// >>> index_entry_path("/cache", "s3://b/k.h5", 1024, '"abc"', None).parent.name
+/// 'index'
+#[pyfunction]
+#[pyo3(signature = (dir, url, size, etag, modified))]
+fn index_entry_path(
+    dir: PathBuf,
+    url: &str,
+    size: u64,
+    etag: Option<String>,
+    modified: Option<i64>,
+) -> PathBuf {
+    let stamp = ObjectStamp {
+        len: size,
+        etag,
+        modified,
+    };
+    crate::remote::index_cache::entry_path(&dir, url, &stamp)
 }
 
 /// Stops packread's I/O runtime and drops its connections when no request is in flight (the

@@ -48,14 +48,20 @@ pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
+/// Where the entry of `url` as `stamp` describes it lives under `dir` (a file named by a hash
+/// of the key, which the file itself holds).
+pub fn entry_path(dir: &Path, url: &str, stamp: &ObjectStamp) -> PathBuf {
+    let key = stamp.cache_key(url);
+    dir.join("index")
+        .join(format!("{:016x}.pridx", fnv1a(key.as_bytes())))
+}
+
 impl IndexCache {
     /// The entry for `url` as `stamp` describes it, under `dir` (loaded if it is there and
     /// intact; empty otherwise).
     pub fn load(dir: &Path, url: &str, stamp: &ObjectStamp) -> IndexCache {
         let key = stamp.cache_key(url).into_bytes();
-        let path = dir
-            .join("index")
-            .join(format!("{:016x}.pridx", fnv1a(&key)));
+        let path = entry_path(dir, url, stamp);
         let (loaded, blobs) = std::fs::read(&path)
             .ok()
             .and_then(|bytes| parse(&bytes, &key))

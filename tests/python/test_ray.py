@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import pickle
 import shutil
 import tempfile
 import threading
@@ -405,7 +406,14 @@ def test_select_columns_reads_only_those_arrays(cluster, tmp_path):
 # -- object storage ------------------------------------------------------------------------------
 
 
-def test_s3_read_equals_the_local_one_and_tasks_carry_the_index(cluster, s3, cases, tmp_path):
+def _carried(source) -> list:
+    """The index cache entries ``source``'s tasks carry."""
+    return pickle.loads(source._payload)[1]
+
+
+def test_s3_read_equals_the_local_one_and_tasks_carry_the_index(
+    cluster, s3, cases, tmp_path, monkeypatch
+):
     bucket = s3.bucket("ray")
     h5 = cases["h5_lzf"]
     url = s3.put(bucket, "data.h5", h5.source)
@@ -428,7 +436,7 @@ def test_s3_read_equals_the_local_one_and_tasks_carry_the_index(cluster, s3, cas
         _rows(packread.ray.read(sh.source, arrays=sh.datasets)),
     )
     sharded = packread.ray.PackreadDatasource(shards, arrays=sh.datasets, remote=remote)
-    assert len(sharded._index) == len(shards)  # every shard's entry travels
+    assert len(_carried(sharded)) == len(shards)  # every shard's entry travels
     # Images in object storage, decoded in the tasks.
     img = cases["img_zip"]
     img_url = s3.put(bucket, "images.zip", img.source)
@@ -441,7 +449,9 @@ def test_s3_read_equals_the_local_one_and_tasks_carry_the_index(cluster, s3, cas
     # The tasks carry what opening the object read: on a node whose cache has no entry
     # (removed here), a task's open replays it and asks the server for data only.
     source = packread.ray.PackreadDatasource(url, arrays=h5.datasets, remote=remote)
-    assert len(source._index) == 1
+    (entry,) = _carried(source)
+    assert entry[1].endswith(".pridx")
+    assert (cache / "index" / entry[1]).read_bytes() == entry[2]
 
     def run(src) -> tuple[int, bool]:
         packread.ray._OPENED.clear()
@@ -456,8 +466,10 @@ def test_s3_read_equals_the_local_one_and_tasks_carry_the_index(cluster, s3, cas
 
     with_index, hit = run(source)
     assert hit
-    source._index = []
-    without, missed = run(source)
+    monkeypatch.setattr(packread.ray, "_index_entries", lambda reader: [])
+    bare = packread.ray.PackreadDatasource(url, arrays=h5.datasets, remote=remote)
+    assert _carried(bare) == []
+    without, missed = run(bare)
     assert not missed
     assert with_index < without
 
