@@ -95,7 +95,7 @@ import numpy as np
 import packread
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from environment import machine, missing, versions, write_json
+from environment import announce, missing, write_json
 
 #: Bumped whenever the files written change, so that old files are not reused.
 LAYOUT = 1
@@ -891,13 +891,7 @@ def main(argv: list[str] | None = None) -> int:
     rounds = args.rounds if args.rounds is not None else (1 if args.quick else 5)
     total = QUICK if args.quick else FULL
     command = " ".join(["python benches/bench_mix.py", *(argv or sys.argv[1:])])
-    facts = machine()
-    vers = versions(PACKAGES)
-    print(" ".join(f"{k} {v}" for k, v in vers.items()))
-    print(
-        f"{facts['cpu']}, {facts['usable_cpus']}/{facts['cpu_count']} cpus, L3 "
-        f"{facts['l3_cache']}, {facts['mem_gib']} GiB, load {facts['loadavg']}"
-    )
+    facts, vers = announce(PACKAGES)
     data = write_data(Path(args.dir), total, args.peers)
     warm([*data.own.values(), *(p for d in data.peers.values() for p in d.values())])
     if "mosaic" in data.peers:

@@ -101,7 +101,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from environment import machine, missing, versions, write_json
+from environment import announce, missing, write_json
 
 # Ray reads this when it is imported (every import of ray here is later, in functions).
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
@@ -820,7 +820,7 @@ def main(argv: list[str] | None = None) -> int:
         "--blocks",
         type=int,
         default=None,
-        help="override_num_blocks of both Ray reads (default: as Ray asks, its own parallelism)",
+        help="override_num_blocks of both Ray reads (default: each read's own default tasks)",
     )
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
@@ -831,13 +831,7 @@ def main(argv: list[str] | None = None) -> int:
     benches = [b for b in BENCHES if b in (args.only or BENCHES)]
     sizes = {k: (QUICK if args.quick else FULL)[k] for k in benches}
     command = " ".join(["python benches/bench_ray.py", *(argv or sys.argv[1:])])
-    facts = machine()
-    vers = versions(PACKAGES)
-    print(" ".join(f"{k} {v}" for k, v in vers.items()))
-    print(
-        f"{facts['cpu']}, {facts['usable_cpus']}/{facts['cpu_count']} cpus, L3 "
-        f"{facts['l3_cache']}, {facts['mem_gib']} GiB, load {facts['loadavg']}"
-    )
+    facts, vers = announce(PACKAGES)
     data = write_data(Path(args.dir), sizes)
     for path in data.paths.values():
         warm(path)

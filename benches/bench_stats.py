@@ -73,7 +73,7 @@ import numpy as np
 import packread
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from environment import machine, missing, versions, write_json
+from environment import announce, missing, write_json
 
 #: Bumped whenever the files written change, so that old files in ``--data`` are not reused.
 LAYOUT = 1
@@ -581,13 +581,7 @@ def main(argv: list[str] | None = None) -> int:
         args.seconds = 0.1 if args.quick else 0.5
     sizes = {k: (QUICK if args.quick else FULL)[k] for k in args.fixtures}
     command = " ".join(["python benches/bench_stats.py", *(argv or sys.argv[1:])])
-    facts = machine()
-    vers = versions(PACKAGES)
-    print(" ".join(f"{k} {v}" for k, v in vers.items()))
-    print(
-        f"{facts['cpu']}, {facts['usable_cpus']}/{facts['cpu_count']} cpus, L3 "
-        f"{facts['l3_cache']}, {facts['mem_gib']} GiB, load {facts['loadavg']}"
-    )
+    facts, vers = announce(PACKAGES)
     tmp = None if args.data else tempfile.mkdtemp(prefix="packread-bench-stats-")
     root = Path(args.data or tmp)
     root.mkdir(parents=True, exist_ok=True)

@@ -65,3 +65,16 @@ def write_json(path: str | os.PathLike[str], out: dict[str, Any]) -> None:
 
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(out, indent=1, default=float))
+
+
+def announce(packages: Iterable[tuple[str, str]]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The machine's facts and the packages' versions, each printed on a line as a run
+    starts."""
+    facts = machine()
+    vers = versions(packages)
+    print(" ".join(f"{k} {v}" for k, v in vers.items()))
+    print(
+        f"{facts['cpu']}, {facts['usable_cpus']}/{facts['cpu_count']} cpus, L3 "
+        f"{facts['l3_cache']}, {facts['mem_gib']} GiB, load {facts['loadavg']}"
+    )
+    return facts, vers
