@@ -95,7 +95,7 @@ import numpy as np
 import packread
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from environment import announce, missing, write_json
+from environment import announce, missing, print_results, write_json
 
 #: Bumped whenever the files written change, so that old files are not reused.
 LAYOUT = 1
@@ -908,8 +908,7 @@ def main(argv: list[str] | None = None) -> int:
     resume = {} if args.no_resume else resume_checks(data)
     facts["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
     text, goals = markdown(rows, contenders, data, lim, resume, facts, rounds, command, args.quick)
-    print("\n" + "-" * 30 + " for benches/RESULTS.md " + "-" * 30 + "\n")
-    print(text)
+    print_results(text)
     if args.json:
         out = {
             "versions": vers,

@@ -101,7 +101,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from environment import announce, missing, write_json
+from environment import announce, print_results, require, write_json
 
 # Ray reads this when it is imported (every import of ray here is later, in functions).
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
@@ -824,10 +824,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
-    for module in ("ray", "dask", "h5py", "torch", "torchvision", "PIL"):
-        why = missing(module)
-        if why:
-            p.error(f"needs {module}: {why}")
+    require(p, ("ray", "dask", "h5py", "torch", "torchvision", "PIL"))
     benches = [b for b in BENCHES if b in (args.only or BENCHES)]
     sizes = {k: (QUICK if args.quick else FULL)[k] for k in benches}
     command = " ".join(["python benches/bench_ray.py", *(argv or sys.argv[1:])])
@@ -870,8 +867,7 @@ def main(argv: list[str] | None = None) -> int:
         limits["dask"] = inflate_limit(data.paths["dask"], 64)
     facts["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
     text = markdown(rows, limits, data, facts, args.rounds, command, args.quick, args.blocks)
-    print("\n" + "-" * 30 + " for benches/RESULTS.md " + "-" * 30 + "\n")
-    print(text)
+    print_results(text)
     if args.json:
         out = {
             "versions": vers,

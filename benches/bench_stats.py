@@ -73,7 +73,7 @@ import numpy as np
 import packread
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from environment import announce, missing, write_json
+from environment import announce, print_results, require, write_json
 
 #: Bumped whenever the files written change, so that old files in ``--data`` are not reused.
 LAYOUT = 1
@@ -567,10 +567,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
-    for module in ("torch", "h5py", "PIL"):
-        why = missing(module)
-        if why:
-            p.error(f"needs {module}: {why}")
+    require(p, ("torch", "h5py", "PIL"))
     import torch
 
     from packread.torch import PackDataset
@@ -629,8 +626,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     text += "\n\n**Piece by piece** (the cost apart from the epochs' noise):\n\n"
     text += "\n".join(accounted)
-    print("\n" + "-" * 30 + " for benches/RESULTS.md " + "-" * 30 + "\n")
-    print(text)
+    print_results(text)
     if args.json:
         out = {
             "versions": vers,

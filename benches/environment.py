@@ -78,3 +78,17 @@ def announce(packages: Iterable[tuple[str, str]]) -> tuple[dict[str, Any], dict[
         f"{facts['l3_cache']}, {facts['mem_gib']} GiB, load {facts['loadavg']}"
     )
     return facts, vers
+
+
+def require(parser: Any, modules: Iterable[str]) -> None:
+    """Stops the run (``parser.error``) naming the first of ``modules`` that does not import."""
+    for module in modules:
+        why = missing(module)
+        if why:
+            parser.error(f"needs {module}: {why}")
+
+
+def print_results(text: str) -> None:
+    """A run's Markdown for benches/RESULTS.md, under a banner that marks where it starts."""
+    print("\n" + "-" * 30 + " for benches/RESULTS.md " + "-" * 30 + "\n")
+    print(text)
